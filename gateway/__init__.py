@@ -1,0 +1,3 @@
+"""The HTTP gateway."""
+
+__version__ = "0.1.0"

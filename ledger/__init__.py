@@ -1,0 +1,1 @@
+"""Append-only, event-sourced ledger: events, recorders, projections."""

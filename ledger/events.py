@@ -1,0 +1,74 @@
+"""The facts the ledger records: frozen, tagged msgspec Structs, encoded once, never changed.
+
+Every event belongs to the stream of one organization; the stream id is the org id, so events
+do not repeat it. Money is integer nano-units; the USD->INR rate used is recorded as text.
+"""
+
+from typing import Literal
+
+import msgspec
+
+Retention = Literal["retain", "none"]
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """Base of every ledger event."""
+
+
+class OrgCreated(Event, tag="org_created"):
+    name: str
+    retention: Retention = "retain"
+
+
+class ApiKeyCreated(Event, tag="key_created"):
+    key_id: str
+    key_hash: str  # SHA-256 hex of the key; the key itself is never stored
+    prefix: str  # the first characters, so a person can tell keys apart
+    name: str = ""
+    admin: bool = False
+
+
+class ApiKeyRevoked(Event, tag="key_revoked"):
+    key_id: str
+
+
+class CreditsAdded(Event, tag="credits_added"):
+    amount_inr_nano: int
+    note: str = ""
+
+
+class RetentionChanged(Event, tag="retention_changed"):
+    retention: Retention
+
+
+class RequestCompleted(Event, tag="request_completed"):
+    """One API request, successful or not. `charged_inr_nano` is what the balance pays."""
+
+    request_id: str
+    key_id: str
+    route: str
+    model: str
+    provider: str
+    status: int
+    stream: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd_nano: int = 0
+    cost_inr_nano: int = 0
+    charged_inr_nano: int = 0
+    usd_to_inr: str = "0"
+    latency_ms: int = 0
+    error: str = ""
+    content_id: str = ""  # prompt/response text lives in the content table, referenced here
+    content_hash: str = ""
+
+
+AnyEvent = OrgCreated | ApiKeyCreated | ApiKeyRevoked | CreditsAdded | RetentionChanged | RequestCompleted
+
+encode_event = msgspec.json.Encoder().encode
+decode_event = msgspec.json.Decoder(AnyEvent).decode
+
+
+def event_type(event: Event) -> str:
+    """The tag an event is stored under."""
+    return type(event).__struct_config__.tag

@@ -1,0 +1,101 @@
+"""Projections: how each event changes the read tables. Portable SQL, qmark placeholders.
+
+Both backends run exactly these statements, inside the transaction that records the events
+(and again, from events alone, on replay), so the tables are a pure function of the log.
+"""
+
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+from ledger.events import (
+    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, OrgCreated, RequestCompleted, RetentionChanged,
+)
+from ledger.recorder import Recorded
+
+# Statements run in phases: rows are created before anything updates them, so statements
+# of one kind can be batched into a single executemany without changing the result.
+CREATE, UPDATE, LOG = 0, 1, 2
+
+
+class Statement(NamedTuple):
+    phase: int
+    sql: str
+    params: tuple
+
+
+# Each table with the columns that identify a row; verify compares tables in this order.
+TABLES: dict[str, str] = {
+    "orgs": "org_id",
+    "api_keys": "key_id",
+    "request_log": "request_id",
+}
+
+INSERT_ORG = ("INSERT INTO orgs (org_id, name, retention, created_at_us, credits_inr_nano,"
+              " spent_inr_nano, requests) VALUES (?, ?, ?, ?, 0, 0, 0)")
+SET_RETENTION = "UPDATE orgs SET retention = ? WHERE org_id = ?"
+ADD_CREDITS = "UPDATE orgs SET credits_inr_nano = credits_inr_nano + ? WHERE org_id = ?"
+ADD_SPEND = ("UPDATE orgs SET spent_inr_nano = spent_inr_nano + ?, requests = requests + 1"
+             " WHERE org_id = ?")
+INSERT_KEY = ("INSERT INTO api_keys (key_id, org_id, key_hash, prefix, name, admin,"
+              " created_at_us, revoked_at_us) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)")
+REVOKE_KEY = "UPDATE api_keys SET revoked_at_us = ? WHERE key_id = ? AND revoked_at_us IS NULL"
+INSERT_REQUEST = (
+    "INSERT INTO request_log (request_id, org_id, position, key_id, created_at_us, route, model,"
+    " provider, status, stream, prompt_tokens, completion_tokens, cost_usd_nano, cost_inr_nano,"
+    " charged_inr_nano, usd_to_inr, latency_ms, error, content_id)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+
+def statements(recorded: Recorded) -> list[Statement]:
+    """The projection statements for one recorded event."""
+    org, at = recorded.stream_id, recorded.recorded_at_us
+    match recorded.event:
+        case OrgCreated(name=name, retention=retention):
+            return [Statement(CREATE, INSERT_ORG, (org, name, retention, at))]
+        case RetentionChanged(retention=retention):
+            return [Statement(UPDATE, SET_RETENTION, (retention, org))]
+        case CreditsAdded(amount_inr_nano=amount):
+            return [Statement(UPDATE, ADD_CREDITS, (amount, org))]
+        case ApiKeyCreated() as e:
+            return [Statement(CREATE, INSERT_KEY, (e.key_id, org, e.key_hash, e.prefix, e.name,
+                                                    int(e.admin), at))]
+        case ApiKeyRevoked(key_id=key_id):
+            return [Statement(UPDATE, REVOKE_KEY, (at, key_id))]
+        case RequestCompleted() as e:
+            return [Statement(UPDATE, ADD_SPEND, (e.charged_inr_nano, org)),
+                    Statement(LOG, INSERT_REQUEST, _request_row(recorded, e))]
+    return []
+
+
+def _request_row(recorded: Recorded, e: RequestCompleted) -> tuple:
+    return (e.request_id, recorded.stream_id, recorded.position, e.key_id, recorded.recorded_at_us,
+            e.route, e.model, e.provider, e.status, int(e.stream), e.prompt_tokens,
+            e.completion_tokens, e.cost_usd_nano, e.cost_inr_nano, e.charged_inr_nano,
+            e.usd_to_inr, e.latency_ms, e.error, e.content_id)
+
+
+def grouped(recorded: Iterable[Recorded]) -> list[tuple[str, list[tuple]]]:
+    """The statements for a batch, phase-ordered and merged into (sql, [params]) runs."""
+    ordered = sorted((s for r in recorded for s in statements(r)), key=lambda s: s.phase)
+    runs: list[tuple[str, list[tuple]]] = []
+    for statement in ordered:
+        if runs and runs[-1][0] == statement.sql:
+            runs[-1][1].append(statement.params)
+        else:
+            runs.append((statement.sql, [statement.params]))
+    return runs
+
+
+def select_all(table: str) -> str:
+    """A query returning every row of a projection table in a stable order."""
+    return f"SELECT * FROM {table} ORDER BY {TABLES[table]}"
+
+
+def first_difference(table: str, live: Sequence[tuple], replayed: Sequence[tuple]) -> str | None:
+    """Describe the first row where two copies of a table differ, or None if identical."""
+    for index, (a, b) in enumerate(zip(live, replayed)):
+        if tuple(a) != tuple(b):
+            return f"{table}: row {index} differs: stored {tuple(a)!r} != replayed {tuple(b)!r}"
+    if len(live) != len(replayed):
+        return f"{table}: {len(live)} stored rows != {len(replayed)} replayed rows"
+    return None

@@ -1,0 +1,152 @@
+"""The recorder contract: what every ledger backend (SQLite, PostgreSQL) must do.
+
+A recorder stores events in per-organization streams with gapless versions and a global,
+gapless position, chains each stream with SHA-256, and updates the projection tables in the
+same transaction as the events that change them. Backends differ only in SQL plumbing; the
+rules (versions, positions, hashes) are decided here, in plain Python, once.
+"""
+
+import abc
+from contextlib import AbstractAsyncContextManager
+import hashlib
+import time
+from collections.abc import AsyncIterable, Iterable, Sequence
+
+import msgspec
+
+from ledger.events import Event, encode_event, event_type
+
+GENESIS_HASH = bytes(32)
+
+
+class CorruptEvent(Exception):
+    """A stored event that no longer decodes: the log was altered outside the ledger."""
+
+
+class ConcurrencyError(Exception):
+    """The stream was not at the version the append expected."""
+
+
+class AppendRejected(Exception):
+    """The unit broke a database constraint (for example a request id recorded twice)."""
+
+
+class Content(msgspec.Struct, frozen=True):
+    """Personal text kept beside the ledger so it can be purged without breaking a chain."""
+
+    content_id: str
+    body: bytes
+    sha256: str
+
+
+class Append(msgspec.Struct, frozen=True):
+    """One all-or-nothing unit: events for one stream, plus the text they reference."""
+
+    stream_id: str
+    events: Sequence[Event]
+    expected_version: int | None = None  # None: append whatever the stream's version is
+    contents: Sequence[Content] = ()
+
+
+class Recorded(msgspec.Struct, frozen=True):
+    """An event as stored: where it sits in the log and in its stream, and its chain hash."""
+
+    position: int
+    stream_id: str
+    version: int
+    recorded_at_us: int
+    kind: str  # the event's tag as stored beside it, checked against the decoded event
+    event: Event
+    data: bytes
+    hash: bytes
+
+
+Outcome = list[Recorded] | Exception
+
+
+def chain_hash(prev: bytes, position: int, stream_id: str, version: int, kind: str,
+               recorded_at_us: int, data: bytes) -> bytes:
+    """The hash that links an event to its predecessor; covers every stored column."""
+    header = f"{position}\n{stream_id}\n{version}\n{kind}\n{recorded_at_us}\n".encode()
+    return hashlib.sha256(prev + header + data).digest()
+
+
+def plan(units: Sequence[Append], heads: dict[str, tuple[int, bytes]], last_position: int,
+         now_us: int | None = None) -> list[Outcome]:
+    """Assign versions, positions and hashes to `units`, given each stream's head.
+
+    Must run while the caller holds the database's write lock, so `heads` and
+    `last_position` cannot move underneath it. `heads` is updated in place.
+    """
+    now_us = now_us if now_us is not None else time.time_ns() // 1000
+    outcomes: list[Outcome] = []
+    for unit in units:
+        version, prev = heads.get(unit.stream_id, (0, GENESIS_HASH))
+        if unit.expected_version is not None and unit.expected_version != version:
+            outcomes.append(ConcurrencyError(
+                f"stream {unit.stream_id} is at version {version}, expected {unit.expected_version}"))
+            continue
+        recorded = []
+        for event in unit.events:
+            version, last_position = version + 1, last_position + 1
+            data, kind = encode_event(event), event_type(event)
+            prev = chain_hash(prev, last_position, unit.stream_id, version, kind, now_us, data)
+            recorded.append(Recorded(last_position, unit.stream_id, version, now_us, kind, event, data, prev))
+        heads[unit.stream_id] = (version, prev)
+        outcomes.append(recorded)
+    return outcomes
+
+
+def accepted(units: Sequence[Append], outcomes: Sequence[Outcome]) -> Iterable[tuple[Append, list[Recorded]]]:
+    """The units a plan accepted, with their recorded events."""
+    return ((u, o) for u, o in zip(units, outcomes) if not isinstance(o, Exception))
+
+
+class Recorder(abc.ABC):
+    """A ledger backend. All methods are safe to call from one event loop concurrently."""
+
+    @abc.abstractmethod
+    async def open(self) -> None:
+        """Connect and create the schema if it does not exist yet."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release every connection."""
+
+    @abc.abstractmethod
+    async def append(self, units: Sequence[Append]) -> list[Outcome]:
+        """Record `units` durably, in one transaction where possible.
+
+        Returns one outcome per unit, in order: its recorded events, or the exception that
+        rejected it (ConcurrencyError, AppendRejected). A rejected unit leaves no trace; the
+        other units are unaffected. Projections change in the same transaction as events.
+        """
+
+    @abc.abstractmethod
+    async def read(self, after: int = 0, limit: int = 1000) -> list[Recorded]:
+        """Events with position > `after`, in position order, at most `limit`."""
+
+    @abc.abstractmethod
+    async def read_stream(self, stream_id: str) -> list[Recorded]:
+        """All events of one stream, in version order."""
+
+    @abc.abstractmethod
+    async def fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
+        """Run a read-only query (qmark placeholders) against projections or content."""
+
+    @abc.abstractmethod
+    async def rebuild(self, batches: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
+        """Apply the projection of already recorded events, optionally after emptying it.
+
+        Used by replay (on the live store) and verify (on a scratch store). Events are
+        not written; only projection tables change.
+        """
+
+    @abc.abstractmethod
+    def snapshot(self) -> "AbstractAsyncContextManager[None]":
+        """While entered, `read`, `read_stream` and `fetch` all see one consistent state."""
+
+    @abc.abstractmethod
+    def scratch(self) -> "Recorder":
+        """A new, empty recorder of the same backend for a verification replay."""
+

@@ -1,0 +1,218 @@
+"""The SQLite recorder: the embedded default, via aiosqlite, in WAL mode with synchronous=FULL.
+
+Two connections: one writer (each transaction takes SQLite's write lock with BEGIN IMMEDIATE,
+so other processes, such as the admin CLI, queue behind it) and one reader, which WAL lets
+read a consistent snapshot while a write is in flight.
+"""
+
+import asyncio
+import contextlib
+import sqlite3
+import tempfile
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from pathlib import Path
+
+import aiosqlite
+import msgspec
+
+from ledger import projections
+from ledger.events import decode_event
+from ledger.recorder import (
+    Append, AppendRejected, CorruptEvent, Outcome, Recorded, Recorder, accepted, plan,
+)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    position INTEGER PRIMARY KEY,
+    stream_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    recorded_at_us INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    hash BLOB NOT NULL,
+    UNIQUE (stream_id, version)
+);
+CREATE TRIGGER IF NOT EXISTS events_are_immutable BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'ledger events are immutable'); END;
+CREATE TRIGGER IF NOT EXISTS events_are_permanent BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'ledger events cannot be deleted'); END;
+CREATE TABLE IF NOT EXISTS content (
+    content_id TEXT PRIMARY KEY,
+    stream_id TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    body BLOB,
+    removed_at_us INTEGER
+);
+""" + "\n".join(f"CREATE TABLE IF NOT EXISTS {name} ({columns});" for name, columns in {
+    "orgs": "org_id TEXT PRIMARY KEY, name TEXT NOT NULL, retention TEXT NOT NULL,"
+            " created_at_us INTEGER NOT NULL, credits_inr_nano INTEGER NOT NULL,"
+            " spent_inr_nano INTEGER NOT NULL, requests INTEGER NOT NULL",
+    "api_keys": "key_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, key_hash TEXT NOT NULL UNIQUE,"
+                " prefix TEXT NOT NULL, name TEXT NOT NULL, admin INTEGER NOT NULL,"
+                " created_at_us INTEGER NOT NULL, revoked_at_us INTEGER",
+    "request_log": "request_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, position INTEGER NOT NULL,"
+                   " key_id TEXT NOT NULL, created_at_us INTEGER NOT NULL, route TEXT NOT NULL,"
+                   " model TEXT NOT NULL, provider TEXT NOT NULL, status INTEGER NOT NULL,"
+                   " stream INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL,"
+                   " completion_tokens INTEGER NOT NULL, cost_usd_nano INTEGER NOT NULL,"
+                   " cost_inr_nano INTEGER NOT NULL, charged_inr_nano INTEGER NOT NULL,"
+                   " usd_to_inr TEXT NOT NULL, latency_ms INTEGER NOT NULL, error TEXT NOT NULL,"
+                   " content_id TEXT NOT NULL",
+}.items()) + """
+CREATE INDEX IF NOT EXISTS request_log_by_org ON request_log (org_id, position);
+"""
+
+INSERT_EVENT = ("INSERT INTO events (position, stream_id, version, type, recorded_at_us, data, hash)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)")
+INSERT_CONTENT = "INSERT INTO content (content_id, stream_id, sha256, body) VALUES (?, ?, ?, ?)"
+SELECT_EVENTS = "SELECT position, stream_id, version, recorded_at_us, type, data, hash FROM events"
+
+
+def path_of(url: str) -> str:
+    """The file path of a `sqlite:///relative` or `sqlite:////absolute` URL."""
+    if not url.startswith("sqlite:///"):
+        raise ValueError(f"not a sqlite URL: {url!r} (expected sqlite:///path)")
+    return url.removeprefix("sqlite:///") or ":memory:"
+
+
+def _row_to_recorded(row: tuple) -> Recorded:
+    position, stream_id, version, at, kind, data, digest = row
+    try:
+        event = decode_event(data)
+    except msgspec.DecodeError as exc:
+        raise CorruptEvent(f"event at position {position} does not decode: {exc}") from exc
+    return Recorded(position, stream_id, version, at, kind, event, data, digest)
+
+
+class SQLiteRecorder(Recorder):
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._writer: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
+        # aiosqlite serialises calls per connection but not transactions: one at a time.
+        self._write_lock = asyncio.Lock()
+
+    @classmethod
+    def from_url(cls, url: str) -> "SQLiteRecorder":
+        return cls(path_of(url))
+
+    async def open(self) -> None:
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._writer = await self._connect()
+        await self._writer.executescript(SCHEMA)
+        self._reader = await self._connect() if self.path != ":memory:" else self._writer
+
+    async def _connect(self) -> aiosqlite.Connection:
+        db = await aiosqlite.connect(self.path, isolation_level=None)
+        await db.execute("PRAGMA busy_timeout = 30000")
+        await db.execute("PRAGMA journal_mode = WAL")
+        await db.execute("PRAGMA synchronous = FULL")  # a 200 means the charge is on disk
+        return db
+
+    async def close(self) -> None:
+        for db in {id(c): c for c in (self._reader, self._writer) if c}.values():
+            await db.close()
+        self._writer = self._reader = None
+
+    async def append(self, units: Sequence[Append]) -> list[Outcome]:
+        async with self._write_lock:
+            try:
+                return await self._append_in_transaction(units)
+            except sqlite3.IntegrityError as exc:
+                if len(units) == 1:
+                    return [AppendRejected(str(exc))]
+        # One unit broke a constraint: write the others one by one so only it fails.
+        return [outcome for unit in units for outcome in await self.append([unit])]
+
+    async def _append_in_transaction(self, units: Sequence[Append]) -> list[Outcome]:
+        db = self._writer
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            heads = await self._heads({u.stream_id for u in units})
+            (last,), = await db.execute_fetchall("SELECT COALESCE(MAX(position), 0) FROM events")
+            outcomes = plan(units, heads, last)
+            await self._write(list(accepted(units, outcomes)))
+            await db.commit()
+        except BaseException:
+            await db.rollback()
+            raise
+        return outcomes
+
+    async def _heads(self, streams: set[str]) -> dict[str, tuple[int, bytes]]:
+        # MAX(version) per named stream is an index lookup, so this costs O(streams), not O(events).
+        values = ",".join(["(?)"] * len(streams))
+        rows = await self._writer.execute_fetchall(
+            f"WITH s(id) AS (VALUES {values}) SELECT e.stream_id, e.version, e.hash FROM s"
+            " JOIN events e ON e.stream_id = s.id"
+            " AND e.version = (SELECT MAX(version) FROM events WHERE stream_id = s.id)",
+            tuple(streams))
+        return {stream: (version, digest) for stream, version, digest in rows}
+
+    async def _write(self, units: list[tuple[Append, list[Recorded]]]) -> None:
+        recorded = [r for _, rs in units for r in rs]
+        await self._writer.executemany(INSERT_EVENT, [
+            (r.position, r.stream_id, r.version, r.kind, r.recorded_at_us, r.data, r.hash)
+            for r in recorded])
+        contents = [(c.content_id, u.stream_id, c.sha256, c.body) for u, _ in units for c in u.contents]
+        if contents:
+            await self._writer.executemany(INSERT_CONTENT, contents)
+        for sql, params in projections.grouped(recorded):
+            await self._writer.executemany(sql, params)
+
+    async def read(self, after: int = 0, limit: int = 1000) -> list[Recorded]:
+        rows = await self._reader.execute_fetchall(
+            f"{SELECT_EVENTS} WHERE position > ? ORDER BY position LIMIT ?", (after, limit))
+        return [_row_to_recorded(row) for row in rows]
+
+    async def read_stream(self, stream_id: str) -> list[Recorded]:
+        rows = await self._reader.execute_fetchall(
+            f"{SELECT_EVENTS} WHERE stream_id = ? ORDER BY version", (stream_id,))
+        return [_row_to_recorded(row) for row in rows]
+
+    async def fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
+        return list(await self._reader.execute_fetchall(sql, tuple(params)))
+
+    async def rebuild(self, batches: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
+        async with self._write_lock:
+            db = self._writer
+            await db.execute("BEGIN IMMEDIATE")
+            try:
+                if reset:
+                    for table in projections.TABLES:
+                        await db.execute(f"DELETE FROM {table}")
+                async for batch in batches:
+                    for sql, params in projections.grouped(batch):
+                        await db.executemany(sql, params)
+                await db.commit()
+            except BaseException:
+                await db.rollback()
+                raise
+
+    @contextlib.asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[None]:
+        # A read transaction pins one WAL snapshot for every read on the reader connection.
+        await self._reader.execute("BEGIN")
+        try:
+            yield
+        finally:
+            await self._reader.execute("COMMIT")
+
+    def scratch(self) -> "SQLiteRecorder":
+        directory = None if self.path == ":memory:" else str(Path(self.path).parent)
+        handle = tempfile.NamedTemporaryFile(prefix="replay-", suffix=".db", dir=directory, delete=False)
+        handle.close()
+        return _ScratchSQLiteRecorder(handle.name)
+
+
+class _ScratchSQLiteRecorder(SQLiteRecorder):
+    """A throwaway store for verification; its file is removed when it is closed."""
+
+    async def _connect(self) -> aiosqlite.Connection:
+        db = await aiosqlite.connect(self.path, isolation_level=None)
+        await db.execute("PRAGMA synchronous = OFF")  # scratch data: durability is pointless
+        return db
+
+    async def close(self) -> None:
+        await super().close()
+        Path(self.path).unlink(missing_ok=True)

@@ -1,0 +1,86 @@
+"""Group commit: appends from concurrent requests share one transaction.
+
+Each caller awaits its own unit's outcome. One commit is in flight at a time; while it runs,
+the next batch gathers. At low load a batch is one unit and nothing waits on a timer; at high
+load thousands of units share one fsync.
+"""
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+
+from ledger.recorder import Append, Recorded, Recorder
+
+
+class WriterClosed(RuntimeError):
+    """The writer is shutting down and takes no new appends."""
+
+
+class GroupCommitWriter:
+    def __init__(self, recorder: Recorder, *, max_batch: int = 2000,
+                 on_commit: Callable[[Sequence[Recorded]], None] | None = None) -> None:
+        self._recorder = recorder
+        self._max_batch = max_batch
+        self._on_commit = on_commit
+        self._pending: list[tuple[Append, asyncio.Future, float]] = []
+        self._in_flight: list[tuple[Append, asyncio.Future, float]] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._closing = False
+        self.batches = 0
+        self.largest_batch = 0
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="ledger-group-commit")
+
+    async def append(self, unit: Append) -> list[Recorded]:
+        """Record `unit` durably; returns its events, or raises why it was rejected."""
+        if self._closing:
+            raise WriterClosed("the ledger writer is shutting down")
+        future = asyncio.get_running_loop().create_future()
+        self._pending.append((unit, future, time.monotonic()))
+        self._wake.set()
+        return await future
+
+    def backlog(self) -> tuple[int, float]:
+        """Appends not yet committed, and the age in seconds of the oldest of them."""
+        waiting = self._in_flight + self._pending
+        oldest = min((queued for _, _, queued in waiting), default=None)
+        return len(waiting), 0.0 if oldest is None else time.monotonic() - oldest
+
+    async def close(self) -> None:
+        """Stop taking appends, commit everything already taken, then stop."""
+        self._closing = True
+        self._wake.set()
+        if self._task:
+            await self._task
+
+    async def _run(self) -> None:
+        while not (self._closing and not self._pending):
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                self._in_flight = self._pending[:self._max_batch]
+                del self._pending[:self._max_batch]
+                await self._commit(self._in_flight)
+                self._in_flight = []
+
+    async def _commit(self, batch: list[tuple[Append, asyncio.Future, float]]) -> None:
+        try:
+            outcomes = await self._recorder.append([unit for unit, _, _ in batch])
+        except Exception as exc:  # the database failed: every caller in the batch must hear it
+            for _, future, _ in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        self.batches += 1
+        self.largest_batch = max(self.largest_batch, len(batch))
+        if self._on_commit:
+            self._on_commit([r for o in outcomes if not isinstance(o, Exception) for r in o])
+        for (_, future, _), outcome in zip(batch, outcomes):
+            if future.done():
+                continue
+            if isinstance(outcome, Exception):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)

@@ -1,0 +1,24 @@
+"""The simulator's aiohttp application factory."""
+
+from aiohttp import web
+
+from simulator import openai_chat
+from simulator.auth import auth_middleware
+from simulator.recording import RECORDER_KEY, Recorder, add_control_routes, recording_middleware
+from simulator.settings import SETTINGS_KEY, Settings
+
+# Gateway tests send long prompts; aiohttp's 1 MiB default would reject them.
+MAX_REQUEST_BYTES = 64 * 1024 * 1024
+
+
+def create_app(settings: Settings) -> web.Application:
+    """A fresh simulator app; all its state (settings, request record) hangs off the app."""
+    # Recording is outermost so that requests rejected by auth are recorded too.
+    app = web.Application(
+        middlewares=[recording_middleware, auth_middleware], client_max_size=MAX_REQUEST_BYTES
+    )
+    app[SETTINGS_KEY] = settings
+    app[RECORDER_KEY] = Recorder()
+    openai_chat.add_routes(app)
+    add_control_routes(app)
+    return app

@@ -1,0 +1,186 @@
+"""POST /v1/chat/completions: answers in OpenAI's format, as JSON or as an SSE stream.
+
+Order of behaviour for one request: validate -> directives -> latency / hang ->
+simulated error status -> (non-stream) drop / hang_after / generation time ->
+response. Token counts and text follow `simulator.textgen`.
+"""
+
+import itertools
+import time
+import uuid
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from simulator.behaviour import delay_headers, pace, stream_cut
+from simulator.connection import drop_connection, wait_until_gone
+from simulator.directives import DirectiveError, Directives, parse_directives
+from simulator.openai_wire import (
+    DONE_EVENT,
+    SSE_HEADERS,
+    ChatRequest,
+    ChunkEncoder,
+    completion_body,
+    error_response,
+    json_response,
+    message_texts,
+    usage_body,
+)
+from simulator.plan import Plan, generation_time, make_plan
+from simulator.recording import RECORD_KEY, Outcome
+from simulator.settings import SETTINGS_KEY
+from simulator.textgen import completion_text, count_prompt_tokens, iter_tokens
+
+CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
+
+
+class Reply(msgspec.Struct, frozen=True):
+    """Identity and accounting of one completion, shared by its JSON body or its chunks."""
+
+    completion_id: str
+    created: int
+    model: str
+    prompt_tokens: int
+    plan: Plan
+
+    @property
+    def finish_reason(self) -> str:
+        """OpenAI's stop reason: "length" when the client's token limit cut the text short."""
+        return "length" if self.plan.truncated else "stop"
+
+    @property
+    def usage(self) -> dict[str, int]:
+        """The ``usage`` object of this completion."""
+        return usage_body(self.prompt_tokens, self.plan.tokens)
+
+    def body(self, content: str) -> dict[str, Any]:
+        """The non-streamed ``chat.completion`` object carrying `content`."""
+        return completion_body(
+            self.completion_id, self.created, self.model, content, self.finish_reason, self.usage
+        )
+
+
+class BadRequest(ValueError):
+    """A request the real API would reject with 400; the message says why."""
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    """Serve one chat completion according to settings and in-prompt directives."""
+    try:
+        chat, texts, directives = parse_chat_request(request[RECORD_KEY].body)
+    except BadRequest as exc:
+        return error_response(400, str(exc))
+    plan = make_plan(request.app[SETTINGS_KEY], directives, chat.token_limit)
+    if not await delay_headers(request, plan):
+        return _abandoned(request, "disconnected")
+    if plan.status is not None:
+        return simulated_error(plan.status)
+    reply = Reply(_completion_id(), int(time.time()), chat.model, count_prompt_tokens(texts), plan)
+    if chat.stream:
+        return await _stream(request, reply, chat.include_usage)
+    return await _respond_json(request, reply)
+
+
+def parse_chat_request(body: Any) -> tuple[ChatRequest, list[list[str]], Directives]:
+    """The request, the text pieces of each message, and its directives; raises BadRequest."""
+    if body is None:
+        raise BadRequest("We could not parse the JSON body of your request.")
+    try:
+        chat = msgspec.convert(body, ChatRequest)
+    except msgspec.ValidationError as exc:
+        raise BadRequest(f"Invalid chat completion request: {exc}") from exc
+    texts = [message_texts(message) for message in chat.messages]
+    try:
+        return chat, texts, parse_directives(itertools.chain.from_iterable(texts))
+    except DirectiveError as exc:
+        raise BadRequest(str(exc)) from exc
+
+
+def simulated_error(status: int) -> web.Response:
+    """The error a ``[sim:status=CODE]`` directive asks for (429 adds ``Retry-After: 1``)."""
+    headers = {"Retry-After": "1"} if status == 429 else None
+    return error_response(status, f"simulated error {status}", headers=headers)
+
+
+async def _respond_json(request: web.Request, reply: Reply) -> web.StreamResponse:
+    """Answer with one JSON body after the generation time, unless told to drop or hang."""
+    plan = reply.plan
+    if plan.drop_after is not None:
+        drop_connection(request)
+        return _abandoned(request, "dropped")
+    if plan.hang_after is not None:
+        # A JSON body cannot be sent in part, so "hang after K tokens" means never answering.
+        await wait_until_gone(request)
+        return _abandoned(request, "disconnected")
+    # A real provider takes as long to generate a JSON answer as to stream it.
+    if not await pace(request, generation_time(plan)):
+        return _abandoned(request, "disconnected")
+    return json_response(reply.body(completion_text(plan.tokens)))
+
+
+async def _stream(request: web.Request, reply: Reply, include_usage: bool) -> web.StreamResponse:
+    """Send the SSE stream; each event is written to the transport as soon as it is produced."""
+    encoder = ChunkEncoder(reply.completion_id, reply.created, reply.model, include_usage)
+    response = web.StreamResponse(headers=SSE_HEADERS)
+    try:
+        await response.prepare(request)
+        outcome = await _send_events(request, response, encoder, reply, include_usage)
+    except ConnectionError:  # aiohttp's ClientConnectionResetError: a write after a disconnect
+        outcome = "disconnected"
+    request[RECORD_KEY].settle(outcome)
+    return response
+
+
+async def _send_events(
+    request: web.Request,
+    response: web.StreamResponse,
+    encoder: ChunkEncoder,
+    reply: Reply,
+    include_usage: bool,
+) -> Outcome:
+    """Write the events of `reply` in order; the outcome tells how the stream ended."""
+    plan = reply.plan
+    await response.write(encoder.role())
+    if not await _send_tokens(request, response, encoder, plan):
+        return "disconnected"
+    if plan.drop_after is not None:
+        drop_connection(request)
+        return "dropped"
+    if plan.hang_after is not None:
+        await wait_until_gone(request)
+        return "disconnected"
+    await response.write(encoder.finish(reply.finish_reason))
+    if include_usage:
+        await response.write(encoder.usage(reply.usage))
+    await response.write(DONE_EVENT)
+    await response.write_eof()
+    return "completed"
+
+
+async def _send_tokens(
+    request: web.Request, response: web.StreamResponse, encoder: ChunkEncoder, plan: Plan
+) -> bool:
+    """Write the token chunks up to the stream's cut, paced; False when the client left."""
+    cut = stream_cut(plan)
+    count = plan.tokens if cut is None else min(cut, plan.tokens)
+    for index, text in enumerate(iter_tokens(count)):
+        if index and not await pace(request, plan.token_interval_s):
+            return False
+        await response.write(encoder.token(text))
+    return True
+
+
+def _abandoned(request: web.Request, outcome: Outcome) -> web.Response:
+    """Settle a request that gets no response; aiohttp's attempt to send this one fails quietly."""
+    request[RECORD_KEY].settle(outcome)
+    return web.Response()
+
+
+def _completion_id() -> str:
+    return f"chatcmpl-sim-{uuid.uuid4().hex}"
+
+
+def add_routes(app: web.Application) -> None:
+    """Mount the OpenAI chat-completions route."""
+    app.router.add_post(CHAT_COMPLETIONS_PATH, chat_completions)

@@ -1,0 +1,1 @@
+"""Object storage for hosted media (arrives with music generation)."""
