@@ -87,6 +87,15 @@ async def _verify_projections(recorder: Recorder) -> list[str]:
 
 async def replay(recorder: Recorder, progress: Progress | None = None) -> int:
     """Rebuild every projection table from events alone; returns the events replayed."""
-    last = (await recorder.fetch("SELECT COALESCE(MAX(position), 0) FROM events"))[0][0]
-    await recorder.rebuild(batches(recorder, upto=last, progress=progress), reset=True)
+    last = 0
+
+    async def to_the_end() -> AsyncIterator[list[Recorded]]:
+        # Find the end only once `rebuild` consumes this, under its write lock: an append
+        # committed before then would otherwise have its projection emptied and not replayed.
+        nonlocal last
+        last = (await recorder.fetch("SELECT COALESCE(MAX(position), 0) FROM events"))[0][0]
+        async for batch in batches(recorder, upto=last, progress=progress):
+            yield batch
+
+    await recorder.rebuild(to_the_end(), reset=True)
     return last

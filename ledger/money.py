@@ -30,3 +30,9 @@ def from_nano(nano: int) -> Decimal:
     """The exact decimal amount of `nano` nano-units, normalised (no trailing zeros)."""
     value = Decimal(nano).scaleb(-9)
     return value.normalize() if value else Decimal(0)
+
+
+def format_amount(amount: Decimal) -> str:
+    """Plain positional notation, never an exponent: 0.0000009, not 9E-7."""
+    text = f"{amount:f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text

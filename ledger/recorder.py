@@ -139,7 +139,8 @@ class Recorder(abc.ABC):
         """Apply the projection of already recorded events, optionally after emptying it.
 
         Used by replay (on the live store) and verify (on a scratch store). Events are
-        not written; only projection tables change.
+        not written; only projection tables change. `batches` is consumed while holding the
+        write lock, so no append commits between reading the log and resetting the tables.
         """
 
     @abc.abstractmethod

@@ -66,6 +66,7 @@ INSERT_EVENT = ("INSERT INTO events (position, stream_id, version, type, recorde
                 " VALUES (?, ?, ?, ?, ?, ?, ?)")
 INSERT_CONTENT = "INSERT INTO content (content_id, stream_id, sha256, body) VALUES (?, ?, ?, ?)"
 SELECT_EVENTS = "SELECT position, stream_id, version, recorded_at_us, type, data, hash FROM events"
+_COLUMN_TYPES = (int, str, int, int, str, bytes, bytes)  # of a SELECT_EVENTS row
 
 
 def path_of(url: str) -> str:
@@ -77,6 +78,10 @@ def path_of(url: str) -> str:
 
 def _row_to_recorded(row: tuple) -> Recorded:
     position, stream_id, version, at, kind, data, digest = row
+    if not all(isinstance(value, t) for value, t in zip(row, _COLUMN_TYPES)):
+        # SQLite keeps whatever type is written, e.g. text from an UPDATE using replace()
+        raise CorruptEvent(f"event at position {position} has a column of the wrong type:"
+                           f" {tuple(type(value).__name__ for value in row)}")
     try:
         event = decode_event(data)
     except msgspec.DecodeError as exc:
@@ -91,6 +96,7 @@ class SQLiteRecorder(Recorder):
         self._reader: aiosqlite.Connection | None = None
         # aiosqlite serialises calls per connection but not transactions: one at a time.
         self._write_lock = asyncio.Lock()
+        self._snapshot_lock = asyncio.Lock()  # the reader holds one read transaction at a time
 
     @classmethod
     def from_url(cls, url: str) -> "SQLiteRecorder":
@@ -116,10 +122,12 @@ class SQLiteRecorder(Recorder):
         self._writer = self._reader = None
 
     async def append(self, units: Sequence[Append]) -> list[Outcome]:
+        if not units:
+            return []
         async with self._write_lock:
             try:
                 return await self._append_in_transaction(units)
-            except sqlite3.IntegrityError as exc:
+            except (sqlite3.IntegrityError, OverflowError) as exc:  # OverflowError: beyond INTEGER
                 if len(units) == 1:
                     return [AppendRejected(str(exc))]
         # One unit broke a constraint: write the others one by one so only it fails.
@@ -192,11 +200,12 @@ class SQLiteRecorder(Recorder):
     @contextlib.asynccontextmanager
     async def snapshot(self) -> AsyncIterator[None]:
         # A read transaction pins one WAL snapshot for every read on the reader connection.
-        await self._reader.execute("BEGIN")
-        try:
-            yield
-        finally:
-            await self._reader.execute("COMMIT")
+        async with self._snapshot_lock:
+            await self._reader.execute("BEGIN")
+            try:
+                yield
+            finally:
+                await self._reader.execute("COMMIT")
 
     def scratch(self) -> "SQLiteRecorder":
         directory = None if self.path == ":memory:" else str(Path(self.path).parent)

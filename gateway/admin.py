@@ -1,0 +1,102 @@
+"""Operator actions on the ledger. Each appends events; none edits a row."""
+
+from decimal import Decimal
+
+from gateway import keys
+from gateway.jsonio import number
+from ledger.events import ApiKeyCreated, ApiKeyRevoked, CreditsAdded, OrgCreated, RetentionChanged
+from ledger.money import InvalidAmount, from_nano, parse_amount, to_nano
+from ledger.recorder import Append, Recorder
+
+RETENTION_MODES = ("retain", "none")
+
+
+class AdminError(Exception):
+    """The action cannot be done; the message says why."""
+
+
+async def create_org(recorder: Recorder, name: str, credits_inr: str = "0",
+                     retention: str = "retain") -> dict:
+    """A new organization with an admin key, and its opening credits if any."""
+    amount = _amount(credits_inr, allow_zero=True)
+    _check_retention(retention)
+    org_id, key, key_id = keys.new_id("org"), keys.new_key(), keys.new_id("key")
+    events = [OrgCreated(name=name, retention=retention), _key_created(key, key_id, admin=True)]
+    if amount:
+        events.append(CreditsAdded(amount_inr_nano=to_nano(amount), note="opening credits"))
+    await _append(recorder, Append(org_id, events, expected_version=0))
+    return {"org_id": org_id, "api_key": key, "key_id": key_id}
+
+
+async def create_key(recorder: Recorder, org_id: str, name: str = "", admin: bool = False) -> dict:
+    await _require_org(recorder, org_id)
+    key, key_id = keys.new_key(), keys.new_id("key")
+    await _append(recorder, Append(org_id, [_key_created(key, key_id, admin=admin, name=name)]))
+    return {"key_id": key_id, "api_key": key, "org_id": org_id}
+
+
+async def revoke_key(recorder: Recorder, key_id: str) -> dict:
+    rows = await recorder.fetch("SELECT org_id, revoked_at_us FROM api_keys WHERE key_id = ?", (key_id,))
+    if not rows:
+        raise AdminError(f"no key {key_id}")
+    org_id, revoked = rows[0]
+    if revoked is None:
+        await _append(recorder, Append(org_id, [ApiKeyRevoked(key_id=key_id)]))
+    return {"key_id": key_id, "org_id": org_id, "revoked": True}
+
+
+async def add_credits(recorder: Recorder, org_id: str, amount_inr: str) -> dict:
+    amount = _amount(amount_inr)
+    await _require_org(recorder, org_id)
+    await _append(recorder, Append(org_id, [CreditsAdded(amount_inr_nano=to_nano(amount))]))
+    return {"org_id": org_id, "added_inr": number(from_nano(to_nano(amount))), **await balance(recorder, org_id)}
+
+
+async def set_retention(recorder: Recorder, org_id: str, retention: str) -> dict:
+    _check_retention(retention)
+    await _require_org(recorder, org_id)
+    await _append(recorder, Append(org_id, [RetentionChanged(retention=retention)]))
+    return {"org_id": org_id, "retention": retention}
+
+
+async def balance(recorder: Recorder, org_id: str) -> dict:
+    rows = await recorder.fetch(
+        "SELECT credits_inr_nano, spent_inr_nano FROM orgs WHERE org_id = ?", (org_id,))
+    if not rows:
+        raise AdminError(f"no organization {org_id}")
+    credits, spent = rows[0]
+    return {"org_id": org_id, "balance_inr": number(from_nano(credits - spent)),
+            "credits_inr": number(from_nano(credits)), "spent_inr": number(from_nano(spent))}
+
+
+def _key_created(key: str, key_id: str, *, admin: bool, name: str = "") -> ApiKeyCreated:
+    return ApiKeyCreated(key_id=key_id, key_hash=keys.digest(key), prefix=keys.display_prefix(key),
+                         name=name, admin=admin)
+
+
+def _amount(text: str, allow_zero: bool = False) -> Decimal:
+    try:
+        amount = parse_amount(text)
+    except InvalidAmount as exc:
+        raise AdminError(str(exc)) from None
+    if amount < 0 or (amount == 0 and not allow_zero):
+        raise AdminError(f"amount must be positive, got {text}")
+    if amount != amount.quantize(Decimal("0.000000001")):
+        raise AdminError(f"amount {text} has more than 9 decimal places")
+    return amount
+
+
+def _check_retention(retention: str) -> None:
+    if retention not in RETENTION_MODES:
+        raise AdminError(f"retention must be one of {', '.join(RETENTION_MODES)}, got {retention!r}")
+
+
+async def _require_org(recorder: Recorder, org_id: str) -> None:
+    if not await recorder.fetch("SELECT 1 FROM orgs WHERE org_id = ?", (org_id,)):
+        raise AdminError(f"no organization {org_id}")
+
+
+async def _append(recorder: Recorder, unit: Append) -> None:
+    (outcome,) = await recorder.append([unit])
+    if isinstance(outcome, Exception):
+        raise AdminError(f"the ledger refused the change: {outcome}")

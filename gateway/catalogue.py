@@ -1,0 +1,299 @@
+"""The model catalogue: which models exist, who serves them, and what they cost.
+
+Loaded once from JSON and validated strictly, it then answers cheaply: ``resolve`` is a
+dict lookup to a record, provider entry and pre-parsed Decimal prices; ``listing`` and
+``models_body`` produce the GET /v1/models payload.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from types import MappingProxyType
+from typing import Annotated, Literal, Mapping
+
+import msgspec
+
+SHIPPED_PATH = Path(__file__).with_name("catalogue.json")
+
+Kind = Literal["chat", "embedding", "speech", "transcription", "music"]
+# Deprecation dates must carry a timezone so comparisons with "now" are unambiguous.
+Timestamp = Annotated[datetime, msgspec.Meta(tz=True)]
+NonEmptyStr = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class UnknownModel(LookupError):
+    """No catalogue entry matches the requested model name; the message names it."""
+
+
+class CatalogueError(ValueError):
+    """The catalogue file is malformed; the message names the model and the field."""
+
+
+class Architecture(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    input_modalities: tuple[str, ...]
+    output_modalities: tuple[str, ...]
+    tokenizer: str
+
+
+class TopProvider(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    is_moderated: bool
+
+
+class ProviderPricing(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    prompt: str
+    completion: str
+    image: str
+    audio_music_per_generation: str
+
+
+class ProviderEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """One upstream that serves a model; ``rename`` puts providerId etc. on the wire."""
+
+    provider_id: NonEmptyStr
+    model_name: NonEmptyStr
+    pricing: ProviderPricing
+    streaming: bool
+    vision: bool
+    documents: bool
+    cancellation: bool
+    tools: bool
+    parallel_tool_calls: bool
+    reasoning: bool
+    stability: str
+
+
+class Pricing(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Record-level list prices as decimal strings (USD per token unless named otherwise)."""
+
+    prompt: str
+    completion: str
+    image: str
+    request: str
+    input_cache_read: str
+    input_cache_write: str
+    web_search: str
+    internal_reasoning: str
+    video_per_second: str
+    audio_music_per_generation: str
+    audio_per_minute: str = "0"  # ours: transcription models bill per minute of audio
+
+
+class ModelRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One model as listed by GET /v1/models; every field is required in the file."""
+
+    id: NonEmptyStr
+    name: str
+    aliases: tuple[str, ...]
+    created: int
+    description: str
+    family: str
+    kind: Kind
+    architecture: Architecture
+    top_provider: TopProvider
+    providers: Annotated[tuple[ProviderEntry, ...], msgspec.Meta(min_length=1)]
+    pricing: Pricing
+    context_length: Annotated[int, msgspec.Meta(ge=0)]  # 0: not token-based (audio, music)
+    per_request_limits: dict[str, str]
+    supported_parameters: tuple[str, ...]
+    json_output: bool
+    structured_outputs: bool
+    free: bool
+    deprecated_at: Timestamp | None
+    deactivated_at: Timestamp | None
+    stability: str
+
+
+class Prices(msgspec.Struct, frozen=True):
+    """Parsed prices for one (record, provider entry) pair, ready for billing."""
+
+    prompt: Decimal
+    completion: Decimal
+    input_cache_read: Decimal
+    per_generation: Decimal
+    audio_per_minute: Decimal
+
+
+class Resolved(msgspec.Struct, frozen=True):
+    """The outcome of ``Catalogue.resolve``: the record, the chosen upstream, its prices."""
+
+    record: ModelRecord
+    provider: ProviderEntry
+    prices: Prices
+
+    @property
+    def model_id(self) -> str:
+        """The canonical catalogue id (never an alias)."""
+        return self.record.id
+
+    @property
+    def provider_id(self) -> str:
+        return self.provider.provider_id
+
+    @property
+    def upstream_model(self) -> str:
+        """The model name the upstream provider expects in its own API."""
+        return self.provider.model_name
+
+    @property
+    def kind(self) -> Kind:
+        return self.record.kind
+
+
+class _File(msgspec.Struct, frozen=True):
+    data: tuple[msgspec.Raw, ...]
+
+
+class _Ident(msgspec.Struct, frozen=True):
+    id: str = ""
+
+
+class _ModelsBody(msgspec.Struct, frozen=True):
+    data: list[ModelRecord]
+
+
+# Records are decoded one at a time from Raw so each error can name its model.
+_FILE_DECODER = msgspec.json.Decoder(_File)
+_IDENT_DECODER = msgspec.json.Decoder(_Ident)
+_RECORD_DECODER = msgspec.json.Decoder(ModelRecord)
+_ENCODER = msgspec.json.Encoder()
+
+
+def _error(model: str, field: str, detail: str) -> CatalogueError:
+    """Build the one error shape the loader raises: model, field, then what is wrong."""
+    return CatalogueError(f"catalogue model {model!r}, field {field!r}: {detail}")
+
+
+def _price(model: str, field: str, text: str) -> Decimal:
+    """Parse a price string; it must be a finite, non-negative decimal."""
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise _error(model, field, f"price {text!r} is not a decimal") from None
+    if not value.is_finite() or value < 0:
+        raise _error(model, field, f"price {text!r} must be finite and non-negative")
+    return value
+
+
+def _check_prices(record: ModelRecord) -> None:
+    """Validate every price string in a record and its provider entries."""
+    for field in Pricing.__struct_fields__:
+        _price(record.id, f"pricing.{field}", getattr(record.pricing, field))
+    for i, entry in enumerate(record.providers):
+        for field in ProviderPricing.__struct_fields__:
+            _price(record.id, f"providers[{i}].pricing.{field}", getattr(entry.pricing, field))
+
+
+def _decode_record(raw: msgspec.Raw, index: int) -> ModelRecord:
+    """Decode and validate one record, naming it by id (or position) on failure."""
+    try:
+        label = _IDENT_DECODER.decode(raw).id or f"#{index}"
+    except msgspec.ValidationError:
+        label = f"#{index}"  # id has the wrong type; the full decode reports it
+    try:
+        record = _RECORD_DECODER.decode(raw)
+    except msgspec.ValidationError as exc:
+        # msgspec says e.g. "Object missing required field `context_length`"; keep it.
+        raise CatalogueError(f"catalogue model {label!r}: {exc}") from None
+    _check_prices(record)
+    return record
+
+
+def _resolutions(record: ModelRecord) -> list[tuple[str, Resolved]]:
+    """All lookup keys for a record: bare id/aliases first, then provider-prefixed."""
+    names = (record.id, *record.aliases)
+    pairs: list[tuple[str, Resolved]] = []
+    for position, entry in enumerate(record.providers):
+        prices = Prices(
+            prompt=Decimal(entry.pricing.prompt),
+            completion=Decimal(entry.pricing.completion),
+            input_cache_read=Decimal(record.pricing.input_cache_read),
+            per_generation=Decimal(entry.pricing.audio_music_per_generation),
+            audio_per_minute=Decimal(record.pricing.audio_per_minute),
+        )
+        resolved = Resolved(record=record, provider=entry, prices=prices)
+        if position == 0:  # a bare name means the record's first (preferred) provider
+            pairs.extend((name, resolved) for name in names)
+        pairs.extend((f"{entry.provider_id}/{name}", resolved) for name in names)
+    return pairs
+
+
+def _build_index(records: tuple[ModelRecord, ...]) -> Mapping[str, Resolved]:
+    """Key every resolvable name; a name claimed twice is a catalogue error."""
+    index: dict[str, Resolved] = {}
+    for record in records:
+        for key, resolved in _resolutions(record):
+            holder = index.get(key)
+            if holder is not None and holder.record is not record:
+                raise _error(record.id, "aliases", f"name {key!r} already belongs to {holder.model_id!r}")
+            index.setdefault(key, resolved)
+    return MappingProxyType(index)
+
+
+def _utc(moment: datetime | None) -> datetime:
+    """``now`` defaults to the current time; a naive datetime is taken as UTC."""
+    match moment:
+        case None:
+            return datetime.now(UTC)
+        case datetime(tzinfo=None):
+            return moment.replace(tzinfo=UTC)
+        case _:
+            return moment
+
+
+class Catalogue:
+    """An immutable, validated set of model records with a prebuilt name index."""
+
+    __slots__ = ("_records", "_index")
+
+    def __init__(self, records: tuple[ModelRecord, ...]) -> None:
+        """Index ``records`` (already validated); raises CatalogueError on name clashes."""
+        self._records = records
+        self._index = _build_index(records)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> Catalogue:
+        """Read and validate a catalogue file (``None``: the shipped one).
+
+        Raises CatalogueError for malformed content; OSError if the file cannot be read.
+        """
+        content = Path(SHIPPED_PATH if path is None else path).read_bytes()
+        try:
+            raws = _FILE_DECODER.decode(content).data
+        except msgspec.DecodeError as exc:
+            raise CatalogueError(f"catalogue file {str(path or SHIPPED_PATH)!r}: {exc}") from None
+        return cls(tuple(_decode_record(raw, i) for i, raw in enumerate(raws)))
+
+    def resolve(self, model: str) -> Resolved:
+        """Map an id, alias, "provider/id" or "provider/alias" to a Resolved.
+
+        A bare name picks the record's first provider entry. Raises UnknownModel,
+        including for a provider prefix whose provider does not serve the model.
+        """
+        try:
+            return self._index[model]
+        except KeyError:
+            raise UnknownModel(f"unknown model {model!r}") from None
+
+    def listing(self, *, include_deactivated: bool = False, exclude_deprecated: bool = False,
+                now: datetime | None = None) -> list[ModelRecord]:
+        """Records in file order; a date at or before ``now`` counts as having happened."""
+        moment = _utc(now)
+
+        def passed(when: datetime | None) -> bool:
+            return when is not None and when <= moment
+
+        return [
+            record
+            for record in self._records
+            if (include_deactivated or not passed(record.deactivated_at))
+            and not (exclude_deprecated and passed(record.deprecated_at))
+        ]
+
+    def models_body(self, *, include_deactivated: bool = False, exclude_deprecated: bool = False,
+                    now: datetime | None = None) -> bytes:
+        """The encoded GET /v1/models body ``{"data": [...]}`` for the same filters as ``listing``."""
+        records = self.listing(include_deactivated=include_deactivated,
+                               exclude_deprecated=exclude_deprecated, now=now)
+        return _ENCODER.encode(_ModelsBody(data=records))

@@ -1,0 +1,185 @@
+"""Chat completions: validate, pick the provider, call it once, bill the usage, relay."""
+
+import asyncio
+import math
+from typing import Annotated, Any
+
+import msgspec
+from aiohttp import web
+
+from gateway import sse
+from gateway.billing import Usage, token_cost, usage_body
+from gateway.catalogue import Resolved, UnknownModel
+from gateway.charges import Outcome, record, require_credit
+from gateway.errors import ApiError, UpstreamError, bad_request
+from gateway.jsonio import encode
+from gateway.providers.base import ChatCall, ChatStream
+from gateway.services import Caller, Services
+
+ROUTE = "/v1/chat/completions"
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+               "X-Accel-Buffering": "no"}
+
+
+class Message(msgspec.Struct):
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+
+class StreamOptions(msgspec.Struct):
+    include_usage: bool = False
+
+
+class ChatRequest(msgspec.Struct):
+    """The fields the gateway itself acts on; every other field passes through to upstream."""
+
+    model: str
+    messages: Annotated[list[Message], msgspec.Meta(min_length=1)]
+    max_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    max_completion_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+
+
+def resolve_chat_model(services: Services, model: str) -> Resolved:
+    """The catalogue entry for a chat model; 400 for anything else."""
+    try:
+        resolved = services.catalogue.resolve(model)
+    except UnknownModel:
+        raise bad_request(f"unknown model {model!r}; GET /v1/models lists the models", "model") from None
+    if resolved.kind != "chat":
+        hint = " use POST /v1/music" if resolved.kind == "music" else ""
+        raise bad_request(f"model {model!r} is a {resolved.kind} model, not a chat model;{hint}", "model")
+    if resolved.provider_id not in services.providers:
+        raise ApiError(501, f"provider {resolved.provider_id!r} of model {model!r} is not available"
+                            " in this gateway yet", type="not_implemented")
+    return resolved
+
+
+def prompt_text(request: ChatRequest) -> list[dict]:
+    """The conversation as retained in the content store."""
+    return [{"role": m.role, "content": m.content} for m in request.messages]
+
+
+def estimate_prompt_tokens(request: ChatRequest) -> int:
+    """Used only when upstream never reported usage: about four characters a token."""
+    chars = sum(len(m.content) if isinstance(m.content, str) else len(encode(m.content or ""))
+                for m in request.messages)
+    return math.ceil(chars / 4)
+
+
+async def complete(services: Services, caller: Caller, body: dict, request: ChatRequest) -> dict:
+    """A non-streamed completion, billed before it is returned."""
+    model = resolve_chat_model(services, request.model)
+    require_credit(services, caller)
+    call = ChatCall(caller.request_id, model.upstream_model, body)
+    try:
+        reply = await services.providers[model.provider_id].chat(call)
+    except UpstreamError as exc:
+        await _record_failure(services, caller, model, request, exc)
+        raise exc.to_api_error(model.provider_id, request.model) from None
+    cost = _cost(services, model, reply.usage)
+    answer = [c.get("message", {}).get("content") for c in reply.body.get("choices") or ()]
+    await record(services, caller, _outcome(model, request, 200, reply.usage, cost),
+                 {"request": prompt_text(request), "response": answer})
+    reply.body["usage"] = {**(reply.body.get("usage") or {}), **usage_body(reply.usage, cost)}
+    return reply.body
+
+
+async def open_stream(services: Services, caller: Caller, body: dict, request: ChatRequest) -> "StreamRelay":
+    """Start a streamed completion; errors before the first chunk are ordinary error responses."""
+    model = resolve_chat_model(services, request.model)
+    require_credit(services, caller)
+    call = ChatCall(caller.request_id, model.upstream_model, body)
+    try:
+        upstream = await services.providers[model.provider_id].open_chat_stream(call)
+    except UpstreamError as exc:
+        await _record_failure(services, caller, model, request, exc)
+        raise exc.to_api_error(model.provider_id, request.model) from None
+    return StreamRelay(services, caller, request, model, upstream)
+
+
+class StreamRelay:
+    """Relays upstream chunks to the client one by one, then bills and sends the usage.
+
+    Billing rule: a completed stream is billed on the usage upstream reports. A client that
+    disconnects is billed for what it was sent: the completion tokens delivered so far (one per
+    content delta) plus the prompt, and the upstream request is cancelled. A stream the
+    provider breaks off is not charged.
+    """
+
+    def __init__(self, services: Services, caller: Caller, request: ChatRequest,
+                 model: Resolved, upstream: ChatStream) -> None:
+        self.services, self.caller, self.request = services, caller, request
+        self.model, self.upstream = model, upstream
+        self.delivered, self.usage, self.text = 0, None, []
+        self.usage_chunk: dict | None = None
+
+    async def send(self, http_request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers=SSE_HEADERS)
+        await response.prepare(http_request)
+        try:
+            await self._relay(response)
+        except UpstreamError as exc:
+            await self._upstream_failed(response, exc)
+            return response
+        except (ConnectionError, asyncio.CancelledError):
+            await asyncio.shield(self._bill(499, estimated=True))  # the client went away
+            raise
+        finally:
+            await self.upstream.aclose()
+        usage_reported = await self._bill(200, estimated=self.usage is None)
+        await self._finish(response, usage_reported)
+        return response
+
+    async def _relay(self, response: web.StreamResponse) -> None:
+        async for chunk in self.upstream:
+            if chunk.usage is not None:
+                self.usage, self.usage_chunk = chunk.usage, chunk.parsed
+                continue
+            await response.write(sse.frame(chunk.data))
+            self.delivered += chunk.tokens
+            self.text.extend(c.get("delta", {}).get("content") or "" for c in chunk.parsed.get("choices") or ())
+
+    async def _bill(self, status: int, *, estimated: bool) -> dict:
+        usage = self.usage if not estimated else Usage(estimate_prompt_tokens(self.request), self.delivered)
+        cost = _cost(self.services, self.model, usage)
+        outcome = _outcome(self.model, self.request, status, usage, cost, stream=True)
+        await record(self.services, self.caller, outcome,
+                     {"request": prompt_text(self.request), "response": ["".join(self.text)]})
+        return usage_body(usage, cost)
+
+    async def _finish(self, response: web.StreamResponse, usage: dict) -> None:
+        options = self.request.stream_options
+        if options and options.include_usage:
+            chunk = {**(self.usage_chunk or {"object": "chat.completion.chunk", "choices": []}), "usage": usage}
+            await response.write(sse.frame(encode(chunk)))
+        await response.write(sse.DONE)
+        await response.write_eof()
+
+    async def _upstream_failed(self, response: web.StreamResponse, exc: UpstreamError) -> None:
+        await _record_failure(self.services, self.caller, self.model, self.request, exc)
+        error = exc.to_api_error(self.model.provider_id, self.request.model)
+        try:
+            await response.write(sse.frame(encode(error.body())))
+            await response.write(sse.DONE)
+            await response.write_eof()
+        except ConnectionError:
+            pass  # the client left too; the failure is already recorded
+
+
+def _cost(services: Services, model: Resolved, usage: Usage):
+    return token_cost(usage, model.prices.prompt, model.prices.completion, services.config.billing.usd_to_inr)
+
+
+def _outcome(model: Resolved, request: ChatRequest, status: int, usage: Usage, cost, *,
+             stream: bool = False, error: str = "") -> Outcome:
+    return Outcome(route=ROUTE, model=model.model_id, provider=model.provider_id, status=status,
+                   stream=stream, usage=usage, cost=cost, charged=status in (200, 499), error=error)
+
+
+async def _record_failure(services: Services, caller: Caller, model: Resolved,
+                          request: ChatRequest, exc: UpstreamError) -> None:
+    outcome = Outcome(route=ROUTE, model=model.model_id, provider=model.provider_id,
+                      status=exc.client_status(), stream=request.stream, error=exc.message)
+    await record(services, caller, outcome)

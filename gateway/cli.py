@@ -1,0 +1,148 @@
+"""The `gateway` command: serve, demo, admin and ledger commands (DESIGN §7)."""
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+
+import msgspec
+
+from gateway import admin, config as config_module, demo, logs, server
+from gateway.admin import AdminError
+from gateway.config import Config, ConfigError
+from gateway.jsonio import lines
+from ledger import audit
+from ledger.backends import recorder_for
+from ledger.recorder import Recorder
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # --config is accepted before or after a command's own arguments.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help="TOML config file")
+    parser = argparse.ArgumentParser(prog="gateway", parents=[common], description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name in ("serve", "demo"):
+        sub = commands.add_parser(name, parents=[common], help=f"{name} the gateway")
+        sub.add_argument("--host")
+        sub.add_argument("--port", type=int)
+        if name == "serve":
+            sub.add_argument("--workers", type=int)
+    _admin_parser(commands.add_parser("admin", parents=[common], help="manage orgs, keys, credits"), common)
+    ledger = commands.add_parser("ledger", parents=[common], help="verify or rebuild the ledger")
+    ledger_commands = ledger.add_subparsers(dest="action", required=True)
+    ledger_commands.add_parser("verify", parents=[common], help="check chains and projections")
+    ledger_commands.add_parser("replay", parents=[common], help="rebuild projections from events")
+    return parser
+
+
+def _admin_parser(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True)
+    add = lambda name: actions.add_parser(name, parents=[common])  # noqa: E731
+    org = add("create-org")
+    org.add_argument("name")
+    org.add_argument("--credits-inr", default="0")
+    org.add_argument("--retention", default="retain", choices=admin.RETENTION_MODES)
+    key = add("create-key")
+    key.add_argument("org_id")
+    key.add_argument("--name", default="")
+    key.add_argument("--admin", action="store_true", help="may manage the org's keys")
+    add("revoke-key").add_argument("key_id")
+    credits = add("add-credits")
+    credits.add_argument("org_id")
+    credits.add_argument("amount_inr")
+    retention = add("set-retention")
+    retention.add_argument("org_id")
+    retention.add_argument("retention", choices=admin.RETENTION_MODES)
+    add("balance").add_argument("org_id")
+
+
+def admin_action(args: argparse.Namespace) -> Callable[[Recorder], Awaitable[dict]]:
+    match args.action:
+        case "create-org":
+            return lambda r: admin.create_org(r, args.name, args.credits_inr, args.retention)
+        case "create-key":
+            return lambda r: admin.create_key(r, args.org_id, args.name, args.admin)
+        case "revoke-key":
+            return lambda r: admin.revoke_key(r, args.key_id)
+        case "add-credits":
+            return lambda r: admin.add_credits(r, args.org_id, args.amount_inr)
+        case "set-retention":
+            return lambda r: admin.set_retention(r, args.org_id, args.retention)
+        case "balance":
+            return lambda r: admin.balance(r, args.org_id)
+    raise AssertionError(args.action)
+
+
+async def with_recorder(config: Config, action: Callable[[Recorder], Awaitable[object]]) -> object:
+    """Run `action` on the configured ledger (created on first use), then close it."""
+    recorder = recorder_for(config.ledger.url)
+    await recorder.open()
+    try:
+        return await action(recorder)
+    finally:
+        await recorder.close()
+
+
+def _progress(done: int, total: int) -> None:
+    if sys.stderr.isatty() and total:
+        width = 30
+        filled = width * done // total
+        sys.stderr.write(f"\rreplaying [{'#' * filled}{'.' * (width - filled)}] {done}/{total} events")
+        sys.stderr.flush()
+
+
+async def ledger_command(recorder: Recorder, action: str) -> int:
+    if action == "replay":
+        replayed = await audit.replay(recorder, _progress)
+        sys.stderr.write("\n" if sys.stderr.isatty() else "")
+        sys.stdout.buffer.write(lines({"replayed_events": replayed, "ok": True}))
+        return 0
+    checked, problems = await audit.verify(recorder)
+    sys.stdout.buffer.write(lines({"ok": not problems, "events_checked": checked, "problems": problems}))
+    return 1 if problems else 0
+
+
+def _configured(args: argparse.Namespace) -> Config:
+    config = config_module.load(getattr(args, "config", None))
+    overrides = {k: v for k in ("host", "port", "workers") if (v := getattr(args, k, None)) is not None}
+    if overrides:
+        config = msgspec.structs.replace(config, server=msgspec.structs.replace(config.server, **overrides))
+    return config
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = _configured(args)
+        return _run(args, config)
+    except (ConfigError, AdminError, ValueError) as exc:
+        print(f"gateway: error: {exc}", file=sys.stderr)
+        return 1 if not isinstance(exc, ConfigError) else 2
+
+
+def _run(args: argparse.Namespace, config: Config) -> int:
+    logs.configure()
+    match args.command:
+        case "serve":
+            if config.server.workers != 1:
+                raise ValueError("--workers above 1 is not available yet; run one process per port")
+            _event_loop_policy()
+            asyncio.run(server.serve(config))
+        case "demo":
+            _event_loop_policy()
+            asyncio.run(demo.run(config))
+        case "admin":
+            result = asyncio.run(with_recorder(config, admin_action(args)))
+            sys.stdout.buffer.write(lines(result))
+        case "ledger":
+            return asyncio.run(with_recorder(config, lambda r: ledger_command(r, args.action)))
+    return 0
+
+
+def _event_loop_policy() -> None:
+    try:
+        import uvloop
+    except ImportError:
+        return  # uvloop is optional (absent on Windows); the default loop works, slower
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())

@@ -1,0 +1,166 @@
+"""Configuration: a TOML file, overridden key by key by GATEWAY_<SECTION>_<KEY> variables.
+
+Everything is typed with msgspec, so a wrong type or an unknown key stops start-up with a
+message naming it. Secrets may be written as `env:NAME` to be read from the environment.
+"""
+
+import os
+import tomllib
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
+
+ENV_PREFIX = "GATEWAY_"
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message names the offending key."""
+
+
+class Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Base of every section: unknown keys are errors, not silently ignored."""
+
+
+class ServerConfig(Section):
+    host: str = "127.0.0.1"
+    port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 8080
+    workers: Annotated[int, msgspec.Meta(ge=1)] = 1
+
+
+class LedgerConfig(Section):
+    url: str = "sqlite:///./data/gateway.db"
+
+
+class RedisConfig(Section):
+    url: str = ""
+
+
+class StorageConfig(Section):
+    s3_endpoint_url: str = ""
+    s3_bucket: str = "gateway-media"
+    s3_region: str = "us-east-1"
+    s3_access_key_id: str = ""
+    s3_secret_access_key: str = ""
+    retention_days: Annotated[int, msgspec.Meta(ge=1)] = 30
+
+
+class BillingConfig(Section):
+    usd_to_inr: Decimal = Decimal("84.0")
+
+    def __post_init__(self) -> None:
+        if not self.usd_to_inr.is_finite() or self.usd_to_inr <= 0:
+            raise ValueError("billing.usd_to_inr must be a positive number")
+
+
+class MusicConfig(Section):
+    upstream_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 240.0
+
+
+class SweeperConfig(Section):
+    interval_s: Annotated[float, msgspec.Meta(gt=0)] = 300.0
+
+
+class ProviderConfig(Section):
+    base_url: str
+    api_key: str = ""
+    timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0  # longest silence from upstream
+
+
+class ProvidersConfig(Section):
+    openai: ProviderConfig = ProviderConfig(
+        base_url="https://api.openai.com/v1", api_key="env:OPENAI_API_KEY")
+    anthropic: ProviderConfig = ProviderConfig(
+        base_url="https://api.anthropic.com", api_key="env:ANTHROPIC_API_KEY")
+    google: ProviderConfig = ProviderConfig(
+        base_url="https://generativelanguage.googleapis.com", api_key="env:GEMINI_API_KEY")
+
+
+class CatalogueConfig(Section):
+    path: str = ""  # empty: the catalogue shipped with the gateway
+
+
+class Config(Section):
+    server: ServerConfig = ServerConfig()
+    ledger: LedgerConfig = LedgerConfig()
+    redis: RedisConfig = RedisConfig()
+    storage: StorageConfig = StorageConfig()
+    billing: BillingConfig = BillingConfig()
+    music: MusicConfig = MusicConfig()
+    sweeper: SweeperConfig = SweeperConfig()
+    providers: ProvidersConfig = ProvidersConfig()
+    catalogue: CatalogueConfig = CatalogueConfig()
+
+
+def load(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Config:
+    """Read `path` (if given), apply GATEWAY_* overrides, resolve env: secrets, validate."""
+    environ = os.environ if environ is None else environ
+    raw = _merge(msgspec.to_builtins(Config()), _read_toml(path) if path else {})
+    for name, value in environ.items():
+        if name.startswith(ENV_PREFIX):
+            _override(raw, name, value)
+    try:
+        return msgspec.convert(_resolve_secrets(raw, environ), Config, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"invalid configuration: {exc}") from None
+
+
+def _merge(base: dict, update: dict) -> dict:
+    """`base` with `update` laid over it, table by table (defaults under the file's keys)."""
+    merged = dict(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_toml(path: str | Path) -> dict:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    try:
+        return tomllib.loads(text, parse_float=Decimal)  # floats stay exact for money
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def _override(raw: dict, name: str, value: str) -> None:
+    """Set the key that GATEWAY_<SECTION>_<KEY> names; an unknown name is an error."""
+    path = _env_path(name.removeprefix(ENV_PREFIX).lower())
+    if path is None:
+        raise ConfigError(f"unknown configuration variable {name}")
+    node = raw
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{name} overrides {'.'.join(path)}, but the file sets it to a value")
+    node[path[-1]] = value
+
+
+def _env_path(suffix: str, struct: type = Config) -> tuple[str, ...] | None:
+    """Map 'providers_openai_api_key' to ('providers', 'openai', 'api_key') by the schema."""
+    for field in msgspec.structs.fields(struct):
+        if suffix == field.name:
+            return (field.name,) if not _is_section(field.type) else None
+        if suffix.startswith(field.name + "_") and _is_section(field.type):
+            rest = _env_path(suffix[len(field.name) + 1:], field.type)
+            if rest:
+                return (field.name, *rest)
+    return None
+
+
+def _is_section(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, Section)
+
+
+def _resolve_secrets(node: Any, environ: dict[str, str]) -> Any:
+    """Replace every 'env:NAME' string with the variable's value ('' when unset)."""
+    if isinstance(node, dict):
+        return {key: _resolve_secrets(value, environ) for key, value in node.items()}
+    if isinstance(node, str) and node.startswith("env:"):
+        return environ.get(node.removeprefix("env:"), "")
+    return node

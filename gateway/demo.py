@@ -1,0 +1,60 @@
+"""`gateway demo`: the gateway on its embedded default, the simulator as every upstream."""
+
+import asyncio
+import sys
+
+import msgspec
+
+from gateway import admin, server
+from gateway.config import Config, ProviderConfig
+from gateway.jsonio import loads
+from ledger.backends import recorder_for
+
+DEMO_CREDITS_INR = "1000"
+BANNER = """
+Model gateway demo is running at {{url}}
+  upstream simulator: {sim}
+  demo organization:  {org_id} (credits {credits} INR)
+  demo API key:       {key}
+
+Try it:
+  curl {{url}}/v1/chat/completions -H 'Authorization: Bearer {key}' \\
+    -H 'Content-Type: application/json' \\
+    -d '{{{{"model": "gpt-4o-mini", "messages": [{{{{"role": "user", "content": "Hello"}}}}]}}}}'
+Press Ctrl+C to stop.
+"""
+
+
+async def run(config: Config) -> None:
+    simulator = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", "0",
+        stdout=asyncio.subprocess.PIPE)
+    try:
+        sim_url = loads(await asyncio.wait_for(simulator.stdout.readline(), 30))["url"]
+        config = with_simulator(config, sim_url)
+        org = await _create_demo_org(config)
+        await server.serve(config, BANNER.format(sim=sim_url, credits=DEMO_CREDITS_INR,
+                                                 org_id=org["org_id"], key=org["api_key"]))
+    finally:
+        if simulator.returncode is None:
+            simulator.terminate()
+        await simulator.wait()
+
+
+def with_simulator(config: Config, sim_url: str) -> Config:
+    """`config` with every provider pointed at the simulator."""
+    providers = msgspec.structs.replace(
+        config.providers,
+        openai=ProviderConfig(base_url=f"{sim_url}/v1", api_key="sim-demo-key"),
+        anthropic=ProviderConfig(base_url=sim_url, api_key="sim-demo-key"),
+        google=ProviderConfig(base_url=sim_url, api_key="sim-demo-key"))
+    return msgspec.structs.replace(config, providers=providers)
+
+
+async def _create_demo_org(config: Config) -> dict:
+    recorder = recorder_for(config.ledger.url)
+    await recorder.open()
+    try:
+        return await admin.create_org(recorder, "demo", DEMO_CREDITS_INR)
+    finally:
+        await recorder.close()

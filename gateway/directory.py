@@ -1,0 +1,83 @@
+"""The in-memory view auth and the credit check read on every request.
+
+It is a projection of the ledger kept in each process: loaded from the projection tables at
+start, then fed every new event (this process's at commit, other processes' by polling).
+"""
+
+from collections.abc import Sequence
+
+import msgspec
+
+from gateway import keys
+from ledger.events import (
+    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, OrgCreated, RequestCompleted, RetentionChanged,
+)
+from ledger.recorder import Recorded, Recorder
+
+
+class Principal(msgspec.Struct, frozen=True):
+    """Who is calling: the key and the organization it bills."""
+
+    key_id: str
+    org_id: str
+    admin: bool = False
+
+
+class OrgAccount(msgspec.Struct):
+    retention: str
+    credits_inr_nano: int = 0
+    spent_inr_nano: int = 0
+
+    @property
+    def balance_inr_nano(self) -> int:
+        return self.credits_inr_nano - self.spent_inr_nano
+
+
+class Directory:
+    def __init__(self) -> None:
+        self._keys: dict[str, Principal] = {}  # by key digest; revoked keys are removed
+        self._digests: dict[str, str] = {}  # key id -> digest, to revoke by id
+        self._orgs: dict[str, OrgAccount] = {}
+
+    def authenticate(self, key: str) -> Principal | None:
+        return self._keys.get(keys.digest(key))
+
+    def account(self, org_id: str) -> OrgAccount | None:
+        return self._orgs.get(org_id)
+
+    def apply(self, recorded: Recorded) -> None:
+        """Fold one event into the view."""
+        org = recorded.stream_id
+        match recorded.event:
+            case OrgCreated(retention=retention):
+                self._orgs[org] = OrgAccount(retention)
+            case RetentionChanged(retention=retention):
+                self._orgs[org].retention = retention
+            case CreditsAdded(amount_inr_nano=amount):
+                self._orgs[org].credits_inr_nano += amount
+            case RequestCompleted(charged_inr_nano=charged):
+                self._orgs[org].spent_inr_nano += charged
+            case ApiKeyCreated(key_id=key_id, key_hash=key_hash, admin=admin):
+                self._keys[key_hash] = Principal(key_id, org, admin)
+                self._digests[key_id] = key_hash
+            case ApiKeyRevoked(key_id=key_id):
+                self._keys.pop(self._digests.pop(key_id, ""), None)
+
+    async def load(self, recorder: Recorder) -> int:
+        """Fill the view from the projection tables; returns the position it reflects."""
+        async with recorder.snapshot():
+            (position,), = await recorder.fetch("SELECT COALESCE(MAX(position), 0) FROM events")
+            self._load_orgs(await recorder.fetch(
+                "SELECT org_id, retention, credits_inr_nano, spent_inr_nano FROM orgs"))
+            self._load_keys(await recorder.fetch(
+                "SELECT key_id, org_id, key_hash, admin FROM api_keys WHERE revoked_at_us IS NULL"))
+        return position
+
+    def _load_orgs(self, rows: Sequence[tuple]) -> None:
+        for org_id, retention, credits, spent in rows:
+            self._orgs[org_id] = OrgAccount(retention, credits, spent)
+
+    def _load_keys(self, rows: Sequence[tuple]) -> None:
+        for key_id, org_id, key_hash, admin in rows:
+            self._keys[key_hash] = Principal(key_id, org_id, bool(admin))
+            self._digests[key_id] = key_hash

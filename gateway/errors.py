@@ -1,0 +1,55 @@
+"""One error body everywhere: {"error": {"message", "type", "code", "param"}}."""
+
+from aiohttp import web
+
+from gateway.jsonio import encode
+
+
+class ApiError(Exception):
+    """An error answered to the client as JSON with the given status."""
+
+    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
+                 code: str | None = None, param: str | None = None,
+                 extra: dict | None = None, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type = status, message, type
+        self.code, self.param = code or type, param
+        self.extra, self.headers = extra or {}, headers or {}
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "code": self.code,
+                          "param": self.param, **self.extra}}
+
+    def response(self) -> web.Response:
+        return web.Response(status=self.status, body=encode(self.body()),
+                            content_type="application/json", headers=self.headers)
+
+
+def bad_request(message: str, param: str | None = None) -> ApiError:
+    return ApiError(400, message, param=param)
+
+
+def unauthorized(message: str) -> ApiError:
+    return ApiError(401, message, type="authentication_error", code="invalid_api_key")
+
+
+class UpstreamError(Exception):
+    """The provider failed: it answered an error status, timed out, or dropped the connection."""
+
+    def __init__(self, status: int, message: str, retry_after: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.retry_after = status, message, retry_after
+
+    def client_status(self) -> int:
+        """What the client sees: 429 stays 429, timeouts are 504, the rest 502 or the 4xx."""
+        if self.status in (429, 504):
+            return self.status
+        if 400 <= self.status < 500 and self.status not in (401, 403, 407):
+            return self.status  # the request itself was refused; the client can fix it
+        return 502
+
+    def to_api_error(self, provider: str, model: str) -> ApiError:
+        headers = {"Retry-After": self.retry_after} if self.retry_after else None
+        return ApiError(self.client_status(), self.message, type="gateway_error",
+                        code="gateway_error", headers=headers,
+                        extra={"usedProvider": provider, "requestedModel": model})

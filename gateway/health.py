@@ -1,0 +1,55 @@
+"""The health report of spec 2.6: real checks of the database and Redis, plus billing backlog."""
+
+import asyncio
+
+from redis.exceptions import RedisError
+
+from gateway import __version__
+from gateway.services import Services
+
+CHECK_TIMEOUT_S = 2.0
+# A commit that has waited this long means billing is stuck, whatever else looks fine.
+STUCK_BACKLOG_S = 10.0
+
+
+async def report(services: Services, skip: set[str]) -> tuple[int, dict]:
+    """(HTTP status, body): 200 when every check that ran passed, else 503."""
+    database = await _check(_ping_database(services)) if "database" not in skip else _skipped()
+    redis = await _check_redis(services) if "redis" not in skip else _skipped()
+    pending, oldest = services.writer.backlog()
+    ledger = {"pending_appends": pending, "oldest_pending_s": round(oldest, 3),
+              "stuck": oldest > STUCK_BACKLOG_S}
+    healthy = not database.get("failed") and not redis.get("failed") and not ledger["stuck"]
+    body = {
+        "message": "model gateway is healthy" if healthy else "model gateway is unhealthy",
+        "version": __version__,
+        "health": {"status": "ok" if healthy else "error", "redis": _public(redis),
+                   "database": _public(database), "ledger": ledger},
+    }
+    return (200 if healthy else 503), body
+
+
+async def _ping_database(services: Services) -> None:
+    await services.recorder.fetch("SELECT 1")
+
+
+async def _check_redis(services: Services) -> dict:
+    if services.redis is None:
+        return {"connected": False, "error": "not configured"}  # not configured is not a failure
+    return await _check(services.redis.ping())
+
+
+async def _check(probe) -> dict:
+    try:
+        await asyncio.wait_for(probe, CHECK_TIMEOUT_S)
+    except (OSError, RedisError, asyncio.TimeoutError) as exc:
+        return {"connected": False, "error": f"{type(exc).__name__}: {exc}"[:300], "failed": True}
+    return {"connected": True, "error": ""}
+
+
+def _skipped() -> dict:
+    return {"connected": False, "error": "skipped"}
+
+
+def _public(check: dict) -> dict:
+    return {"connected": check["connected"], "error": check["error"]}

@@ -1,0 +1,80 @@
+"""Request middleware: a request id, one canonical log line, authentication, JSON errors."""
+
+import time
+
+import structlog
+from aiohttp import web
+
+from gateway.errors import ApiError, unauthorized
+from gateway.keys import new_id
+from gateway.services import Caller
+from gateway.state import CALLER, LOG_FIELDS, REQUEST_ID, SERVICES
+
+log = structlog.get_logger("gateway.request")
+
+# Routes answered without a key; every other /v1 route needs one.
+PUBLIC = frozenset({"/", "/v1/models"})
+
+
+@web.middleware
+async def observe(request: web.Request, handler) -> web.StreamResponse:
+    """Assign the request id, render errors as JSON, and log one line when the request ends."""
+    request_id = new_id("req")
+    request[REQUEST_ID] = request_id
+    request[LOG_FIELDS] = {}
+    started = time.perf_counter()
+    structlog.contextvars.bind_contextvars(request_id=request_id)
+    status = 500
+    try:
+        response = await _render_errors(request, handler)
+        status = response.status
+        if not response.prepared:
+            response.headers["X-Request-Id"] = request_id
+        return response
+    finally:
+        log.info("request", method=request.method, route=request.path, status=status,
+                 latency_ms=round((time.perf_counter() - started) * 1000, 2), **request[LOG_FIELDS])
+        structlog.contextvars.clear_contextvars()
+
+
+async def _render_errors(request: web.Request, handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return exc.response()
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return ApiError(exc.status, exc.reason or "error", type=_type_of(exc.status),
+                        headers={k: v for k, v in exc.headers.items() if k == "Allow"}).response()
+
+
+def _type_of(status: int) -> str:
+    return {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}.get(
+        status, "invalid_request_error")
+
+
+@web.middleware
+async def authenticate(request: web.Request, handler) -> web.StreamResponse:
+    """Resolve the bearer key to its organization; 401 for a missing, unknown or revoked key."""
+    if request.path in PUBLIC or not request.path.startswith("/v1/"):
+        return await handler(request)
+    key = _presented_key(request)
+    if not key:
+        raise unauthorized("missing API key: send 'Authorization: Bearer <key>'")
+    principal = request.app[SERVICES].directory.authenticate(key)
+    if principal is None:
+        raise unauthorized("invalid or revoked API key")
+    request[CALLER] = Caller(principal, request[REQUEST_ID])
+    request[LOG_FIELDS]["org_id"] = principal.org_id
+    structlog.contextvars.bind_contextvars(org_id=principal.org_id)
+    return await handler(request)
+
+
+def _presented_key(request: web.Request) -> str:
+    scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return request.headers.get("x-api-key", "").strip()
+
+

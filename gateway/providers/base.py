@@ -1,0 +1,53 @@
+"""The provider protocol: what every upstream adapter offers the gateway.
+
+Adapters speak their provider's wire format and hand back OpenAI-shaped results, so the rest
+of the gateway never sees a provider's own format. Adding a provider is one module plus
+catalogue rows.
+"""
+
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+import msgspec
+
+from gateway.billing import Usage
+
+
+class ChatCall(msgspec.Struct, frozen=True):
+    """A chat request on its way upstream: the client's OpenAI-shaped body and the target."""
+
+    request_id: str
+    upstream_model: str
+    body: dict  # the client's request, OpenAI chat format, unknown fields kept
+
+
+class ChatReply(msgspec.Struct, frozen=True):
+    body: dict  # an OpenAI `chat.completion` object
+    usage: Usage
+
+
+class Chunk(msgspec.Struct, frozen=True):
+    """One streamed chat chunk, OpenAI-shaped, with what billing needs to know about it."""
+
+    data: bytes  # the encoded OpenAI chunk, relayed as is
+    parsed: dict
+    usage: Usage | None = None  # set on the final usage report, which carries no choices
+    tokens: int = 0  # completion tokens this chunk delivered (one per content or tool delta)
+
+
+class ChatStream(Protocol):
+    def __aiter__(self) -> AsyncIterator[Chunk]:
+        """Chunks as the provider produces them; raises UpstreamError if it fails mid-way."""
+
+    async def aclose(self) -> None:
+        """Stop reading and abandon the upstream request (cancels generation upstream)."""
+
+
+class Provider(Protocol):
+    id: str
+
+    async def chat(self, call: ChatCall) -> ChatReply:
+        """One non-streamed completion; raises UpstreamError on any provider failure."""
+
+    async def open_chat_stream(self, call: ChatCall) -> ChatStream:
+        """Start a streamed completion; raises UpstreamError before any chunk if refused."""

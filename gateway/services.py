@@ -1,0 +1,38 @@
+"""Everything a request handler's service function needs, built once per process."""
+
+import time
+
+import msgspec
+from redis.asyncio import Redis
+
+from gateway.catalogue import Catalogue
+from gateway.config import Config
+from gateway.directory import Directory, Principal
+from gateway.providers.base import Provider
+from ledger.recorder import Recorder
+from ledger.writer import GroupCommitWriter
+
+
+class Services(msgspec.Struct, frozen=True):
+    config: Config
+    catalogue: Catalogue
+    recorder: Recorder
+    writer: GroupCommitWriter
+    directory: Directory
+    providers: dict[str, Provider]
+    redis: Redis | None = None  # None: no Redis configured
+
+
+class Caller(msgspec.Struct, frozen=True):
+    """One authenticated request: who pays for it, and when it started."""
+
+    principal: Principal
+    request_id: str
+    started: float = msgspec.field(default_factory=time.monotonic)
+
+    @property
+    def org_id(self) -> str:
+        return self.principal.org_id
+
+    def elapsed_ms(self) -> int:
+        return int((time.monotonic() - self.started) * 1000)

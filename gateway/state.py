@@ -1,0 +1,10 @@
+"""Typed keys for what the application and each request carry."""
+
+from aiohttp import web
+
+from gateway.services import Caller, Services
+
+SERVICES = web.AppKey("services", Services)
+REQUEST_ID = web.RequestKey("request_id", str)
+CALLER = web.RequestKey("caller", Caller)
+LOG_FIELDS = web.RequestKey("log_fields", dict)

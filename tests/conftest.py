@@ -1,0 +1,107 @@
+"""Shared fixtures: the real simulator and the real gateway, each on a real socket."""
+
+import json
+import os
+import socket
+from decimal import Decimal
+
+import msgspec
+import pytest
+
+from gateway import admin
+from gateway.app import LEDGER, create_app
+from gateway.config import Config, ProviderConfig
+from ledger.money import from_nano
+from simulator.app import create_app as create_simulator
+from simulator.settings import Settings
+
+PROVIDER_KEY = "sk-sim-provider-secret-0123456789"
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def need_service(host: str, port: int, name: str) -> None:
+    """Skip (locally) or fail (in CI) when a service the test needs is not listening."""
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+    except OSError as exc:
+        message = f"{name} is not reachable at {host}:{port}: {exc}"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def decimal_json(body: bytes) -> dict:
+    """Parse JSON keeping every number exact (money must never pass through a float)."""
+    return json.loads(body, parse_float=Decimal)
+
+
+@pytest.fixture
+async def simulator(aiohttp_server):
+    server = await aiohttp_server(create_simulator(Settings()))
+    return server
+
+
+@pytest.fixture
+def sim_url(simulator) -> str:
+    return str(simulator.make_url("")).rstrip("/")
+
+
+@pytest.fixture
+def config(tmp_path, sim_url) -> Config:
+    """The embedded default, with a ledger in a temp dir and every provider at the simulator."""
+    provider = lambda base: ProviderConfig(base_url=base, api_key=PROVIDER_KEY, timeout_s=5)  # noqa: E731
+    config = Config()
+    return msgspec.structs.replace(
+        config,
+        ledger=msgspec.structs.replace(config.ledger, url=f"sqlite:///{tmp_path}/ledger.db"),
+        providers=msgspec.structs.replace(
+            config.providers, openai=provider(f"{sim_url}/v1"), anthropic=provider(sim_url),
+            google=provider(sim_url)))
+
+
+class Gateway:
+    """A running gateway plus helpers to act on its ledger the way an operator would."""
+
+    def __init__(self, server, client) -> None:
+        self.server, self.client = server, client
+        self.ledger = server.app[LEDGER]
+
+    @property
+    def url(self) -> str:
+        return str(self.server.make_url("")).rstrip("/")
+
+    async def new_org(self, credits_inr: str = "100", retention: str = "retain") -> dict:
+        org = await admin.create_org(self.ledger.recorder, "test-org", credits_inr, retention)
+        await self.ledger.follower.catch_up()  # as the poll would, without waiting for it
+        return org
+
+    async def balance(self, org_id: str) -> Decimal:
+        """The balance in the ledger's projection (what `gateway admin balance` reports)."""
+        (credits, spent), = await self.ledger.recorder.fetch(
+            "SELECT credits_inr_nano, spent_inr_nano FROM orgs WHERE org_id = ?", (org_id,))
+        return from_nano(credits - spent)
+
+    async def events(self) -> list:
+        return await self.ledger.recorder.read(0, 100_000)
+
+
+@pytest.fixture
+def make_gateway(aiohttp_server, aiohttp_client):
+    async def start(config: Config) -> Gateway:
+        server = await aiohttp_server(create_app(config))
+        return Gateway(server, await aiohttp_client(server))
+    return start
+
+
+@pytest.fixture
+async def gateway(make_gateway, config) -> Gateway:
+    return await make_gateway(config)
+
+
+@pytest.fixture
+async def org(gateway) -> dict:
+    return await gateway.new_org("100")
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}

@@ -1,0 +1,48 @@
+"""Fixtures for the ledger tests: SQLite recorders on files in tmp_path, and a tamper tool."""
+
+import asyncio
+import contextlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ledger.sqlite import SQLiteRecorder
+
+
+def run_sql(path: Path | str, *statements: tuple[str, tuple] | str) -> None:
+    """Run SQL on a SQLite file through a separate connection, bypassing the ledger."""
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None, timeout=30)) as db:
+        for statement in statements:
+            sql, params = (statement, ()) if isinstance(statement, str) else statement
+            db.execute(sql, params)
+
+
+@pytest.fixture
+def ledger_path(tmp_path: Path) -> Path:
+    return tmp_path / "ledger.db"
+
+
+@pytest.fixture
+async def sqlite_recorder(ledger_path: Path):
+    recorder = SQLiteRecorder(str(ledger_path))
+    await recorder.open()
+    yield recorder
+    await recorder.close()
+
+
+@pytest.fixture
+async def other_sqlite_recorder(ledger_path: Path, sqlite_recorder: SQLiteRecorder):
+    """A second recorder on the same file: what another process would see."""
+    recorder = SQLiteRecorder(str(ledger_path))
+    await recorder.open()
+    yield recorder
+    await recorder.close()
+
+
+@pytest.fixture
+def tamper(ledger_path: Path):
+    """Run raw SQL against the ledger file, as someone with file access could."""
+    async def run(*statements: tuple[str, tuple] | str) -> None:
+        await asyncio.to_thread(run_sql, ledger_path, *statements)
+    return run

@@ -1,0 +1,67 @@
+"""Event and unit builders shared by the ledger tests (not a test module)."""
+
+import hashlib
+from collections.abc import Sequence
+
+from ledger import projections
+from ledger.events import (
+    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, Event, OrgCreated, RequestCompleted, RetentionChanged,
+)
+from ledger.recorder import Append, Content, Recorded, Recorder
+
+
+def org(name: str = "Acme", retention: str = "retain") -> OrgCreated:
+    return OrgCreated(name=name, retention=retention)
+
+
+def key(key_id: str, *, admin: bool = False, name: str = "") -> ApiKeyCreated:
+    return ApiKeyCreated(key_id=key_id, key_hash=hashlib.sha256(key_id.encode()).hexdigest(),
+                         prefix=key_id[:6], name=name, admin=admin)
+
+
+def revoke(key_id: str) -> ApiKeyRevoked:
+    return ApiKeyRevoked(key_id=key_id)
+
+
+def credits(amount_inr_nano: int, note: str = "") -> CreditsAdded:
+    return CreditsAdded(amount_inr_nano=amount_inr_nano, note=note)
+
+
+def retention(value: str) -> RetentionChanged:
+    return RetentionChanged(retention=value)
+
+
+def request(request_id: str, *, charged: int = 0, key_id: str = "k1", content_id: str = "",
+            **fields) -> RequestCompleted:
+    return RequestCompleted(request_id=request_id, key_id=key_id, route="/v1/chat/completions",
+                            model="gpt-test", provider="sim", status=200, charged_inr_nano=charged,
+                            content_id=content_id, **fields)
+
+
+def content(content_id: str, body: bytes) -> Content:
+    return Content(content_id, body, hashlib.sha256(body).hexdigest())
+
+
+def unit(stream_id: str, *events: Event, expected_version: int | None = None,
+         contents: Sequence[Content] = ()) -> Append:
+    return Append(stream_id, list(events), expected_version, tuple(contents))
+
+
+def recorded_of(outcomes: Sequence) -> list[Recorded]:
+    """Every recorded event of the accepted outcomes, in order."""
+    return [r for outcome in outcomes if not isinstance(outcome, Exception) for r in outcome]
+
+
+async def projection_tables(recorder: Recorder) -> dict[str, list[tuple]]:
+    """Every projection table, every row, in a stable order."""
+    return {table: [tuple(row) for row in await recorder.fetch(projections.select_all(table))]
+            for table in projections.TABLES}
+
+
+async def append_ok(recorder: Recorder, *units: Append) -> list[list[Recorded]]:
+    """Append units that must all be accepted; returns their recorded events."""
+    outcomes = await recorder.append(list(units))
+    for outcome in outcomes:
+        if isinstance(outcome, Exception):
+            raise outcome
+    return outcomes
