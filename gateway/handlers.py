@@ -33,10 +33,11 @@ async def parse_body(request: web.Request, schema: type[T]) -> tuple[dict, T]:
 
 
 def _param_of(exc: msgspec.ValidationError) -> str | None:
-    _, _, path = str(exc).rpartition(" - at `$.")
-    if path:
-        return path.rstrip("`").split("[")[0].split(".")[0]
-    _, _, field = str(exc).partition("required field `")
+    """The top-level field a msgspec validation message points at."""
+    message = str(exc)
+    if " - at `$." in message:
+        return message.rpartition(" - at `$.")[2].rstrip("`").split("[")[0].split(".")[0]
+    _, _, field = message.partition("required field `")
     return field.partition("`")[0] or None
 
 

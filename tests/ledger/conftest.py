@@ -1,21 +1,12 @@
 """Fixtures for the ledger tests: SQLite recorders on files in tmp_path, and a tamper tool."""
 
 import asyncio
-import contextlib
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from ledger.sqlite import SQLiteRecorder
-
-
-def run_sql(path: Path | str, *statements: tuple[str, tuple] | str) -> None:
-    """Run SQL on a SQLite file through a separate connection, bypassing the ledger."""
-    with contextlib.closing(sqlite3.connect(path, isolation_level=None, timeout=30)) as db:
-        for statement in statements:
-            sql, params = (statement, ()) if isinstance(statement, str) else statement
-            db.execute(sql, params)
+from ledger_helpers import run_sql
 
 
 @pytest.fixture

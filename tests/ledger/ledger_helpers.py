@@ -1,7 +1,10 @@
-"""Event and unit builders shared by the ledger tests (not a test module)."""
+"""Builders and helpers shared by the ledger tests (not a test module)."""
 
+import contextlib
 import hashlib
+import sqlite3
 from collections.abc import Sequence
+from pathlib import Path
 
 from ledger import projections
 from ledger.events import (
@@ -31,10 +34,10 @@ def retention(value: str) -> RetentionChanged:
     return RetentionChanged(retention=value)
 
 
-def request(request_id: str, *, charged: int = 0, key_id: str = "k1", content_id: str = "",
-            **fields) -> RequestCompleted:
+def request(request_id: str, *, charged: int = 0, key_id: str = "k1", status: int = 200,
+            content_id: str = "", **fields) -> RequestCompleted:
     return RequestCompleted(request_id=request_id, key_id=key_id, route="/v1/chat/completions",
-                            model="gpt-test", provider="sim", status=200, charged_inr_nano=charged,
+                            model="gpt-test", provider="sim", status=status, charged_inr_nano=charged,
                             content_id=content_id, **fields)
 
 
@@ -65,3 +68,32 @@ async def append_ok(recorder: Recorder, *units: Append) -> list[list[Recorded]]:
         if isinstance(outcome, Exception):
             raise outcome
     return outcomes
+
+
+# What `populate` writes: positions 1-4 acme, 5-6 beta, 7 acme, 8 beta, 9-10 acme, 11 beta.
+POPULATED = 11
+HELLO_POSITION = 4  # acme v4: CreditsAdded(1 INR, note "hello")
+
+
+async def populate(recorder: Recorder) -> list[list[Recorded]]:
+    """A small ledger touching every projection: two orgs, keys, credits, requests, content."""
+    return [
+        *await append_ok(recorder,
+                         unit("acme", org("Acme"), key("k1", name="ci"), key("k2", admin=True),
+                              credits(1_000_000_000, "hello")),
+                         unit("beta", org("Beta", "none"), credits(5))),
+        *await append_ok(recorder,
+                         unit("acme", request("r1", charged=120, prompt_tokens=3, content_id="c1"),
+                              contents=[content("c1", b"prompt and response")]),
+                         unit("beta", request("r2", key_id="k9", status=502, error="upstream failed"))),
+        *await append_ok(recorder, unit("acme", revoke("k1"), retention("none")),
+                         unit("beta", retention("retain"))),
+    ]
+
+
+def run_sql(path: Path | str, *statements: tuple[str, Sequence] | str) -> None:
+    """Run SQL on a SQLite file through its own connection, bypassing the ledger."""
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None, timeout=30)) as db:
+        for statement in statements:
+            sql, params = (statement, ()) if isinstance(statement, str) else statement
+            db.execute(sql, tuple(params))

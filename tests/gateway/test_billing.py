@@ -1,0 +1,77 @@
+"""Billing is exact: the balance falls by exactly the sum of what responses report."""
+
+import asyncio
+from decimal import Decimal
+
+import msgspec
+import pytest
+
+from gateway.billing import Usage, token_cost
+from ledger import audit
+from ledger.events import RequestCompleted
+from tests.conftest import auth, decimal_json
+from tests.gateway.test_chat import chat_body, sse_lines
+
+
+async def _chat(gateway, key: str, text: str) -> Decimal:
+    response = await gateway.client.post("/v1/chat/completions", json=chat_body(text), headers=auth(key))
+    assert response.status == 200
+    return decimal_json(await response.read())["usage"]["cost_inr"]
+
+
+async def _stream(gateway, key: str, text: str) -> Decimal:
+    body = chat_body(text, stream=True, stream_options={"include_usage": True})
+    response = await gateway.client.post("/v1/chat/completions", json=body, headers=auth(key))
+    events = await sse_lines(response)
+    return decimal_json(events[-2])["usage"]["cost_inr"]
+
+
+async def test_balance_equals_credits_minus_sum_of_reported_costs_under_concurrency(gateway):
+    org = await gateway.new_org("12.345678901")
+    texts = [f"request number {i} " + "word " * (i % 7) + f"[sim:tokens={1 + i % 13}]" for i in range(120)]
+    costs = await asyncio.gather(*[
+        (_stream if i % 3 == 0 else _chat)(gateway, org["api_key"], text) for i, text in enumerate(texts)])
+    assert await gateway.balance(org["org_id"]) == Decimal("12.345678901") - sum(costs)
+    charges = [r.event for r in await gateway.events() if isinstance(r.event, RequestCompleted)]
+    assert len(charges) == 120 and len({c.request_id for c in charges}) == 120
+    assert sum(Decimal(c.charged_inr_nano) for c in charges) / 10**9 == sum(costs)
+    assert gateway.ledger.writer.largest_batch > 1  # concurrent charges shared commits
+    checked, problems = await audit.verify(gateway.ledger.recorder)
+    assert problems == [] and checked == 121 + 2  # org created, key created, credits, 120 charges
+
+
+async def test_every_charge_records_the_rate_used(make_gateway, config):
+    billing = msgspec.structs.replace(config.billing, usd_to_inr=Decimal("83.3333"))
+    gateway = await make_gateway(msgspec.structs.replace(config, billing=billing))
+    org = await gateway.new_org("5")
+    cost = await _chat(gateway, org["api_key"], "one two")
+    (charge,) = [r.event for r in await gateway.events() if isinstance(r.event, RequestCompleted)]
+    assert charge.usd_to_inr == "83.3333"
+    exact_inr = Decimal(charge.cost_usd_nano) / 10**9 * Decimal("83.3333")  # 0.00087499965
+    assert Decimal(charge.cost_inr_nano) / 10**9 == cost == exact_inr.quantize(Decimal("1e-9"))
+
+
+@pytest.mark.parametrize(("prompt", "completion"), [(0, 0), (1, 0), (7, 16), (123_456, 7_890)])
+def test_token_cost_is_exact_decimal_arithmetic(prompt, completion):
+    cost = token_cost(Usage(prompt, completion), Decimal("0.00000015"), Decimal("0.0000006"), Decimal("84"))
+    usd = prompt * Decimal("0.00000015") + completion * Decimal("0.0000006")
+    assert Decimal(cost.usd_total_nano) / 10**9 == usd
+    assert Decimal(cost.inr_nano) / 10**9 == usd * 84
+
+
+def test_token_cost_rounds_to_the_nano_half_even():
+    cost = token_cost(Usage(1, 0), Decimal("0.0000000005"), Decimal(0), Decimal(1))
+    assert cost.usd_input_nano == 0  # 0.5 nano rounds to even
+    cost = token_cost(Usage(3, 0), Decimal("0.0000000005"), Decimal(0), Decimal(1))
+    assert cost.usd_input_nano == 2  # 1.5 nano rounds to even
+
+
+async def test_charges_seen_by_a_second_process_view(gateway, org):
+    """A directory loaded from the projection (as a fresh process would) has the same balance."""
+    from gateway.directory import Directory
+    await _chat(gateway, org["api_key"], "a")
+    fresh = Directory()
+    await fresh.load(gateway.ledger.recorder)
+    live = gateway.ledger.directory.account(org["org_id"])
+    assert fresh.account(org["org_id"]).balance_inr_nano == live.balance_inr_nano
+    assert Decimal(live.balance_inr_nano) / 10**9 == await gateway.balance(org["org_id"])

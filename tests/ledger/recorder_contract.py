@@ -1,0 +1,449 @@
+"""The contract every ledger backend must meet, written only against the abstract `Recorder`.
+
+Not collected by itself: a backend's test module subclasses `RecorderContract` (in a class
+whose name starts with `Test`) and provides the store and the tamper hooks, in the manner of
+pyeventsourcing's shared recorder test cases. Nothing here may assume a particular database.
+"""
+
+import abc
+import asyncio
+import hashlib
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from ledger import audit
+from ledger.events import RequestCompleted, encode_event
+from ledger.recorder import (
+    GENESIS_HASH, AppendRejected, ConcurrencyError, CorruptEvent, Recorder, chain_hash,
+)
+from ledger.writer import GroupCommitWriter
+from ledger_helpers import (
+    HELLO_POSITION, POPULATED, append_ok, content, credits, key, org, populate, projection_tables,
+    recorded_of, request, retention, revoke, unit,
+)
+
+INT64_MAX = 2**63 - 1
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class RecorderContract(abc.ABC):
+    """Shared tests; a subclass provides the backend through the abstract hooks below."""
+
+    # -- what a backend's subclass provides -------------------------------------------------
+
+    @abc.abstractmethod
+    def make_recorder(self, tmp_path: Path) -> Recorder:
+        """A new, unopened recorder on this test's store (named by tmp_path, initially empty).
+
+        Every call returns another instance on the same store, as another process would have.
+        """
+
+    @abc.abstractmethod
+    async def execute_raw(self, tmp_path: Path, sql: str, params: Sequence = ()) -> None:
+        """Run one statement (qmark placeholders) on the store, outside the ledger, and commit.
+
+        Raises the backend's error if the store refuses it.
+        """
+
+    @abc.abstractmethod
+    def drop_immutability(self) -> Sequence[str]:
+        """The statements that remove what refuses UPDATE and DELETE on the events table."""
+
+    @property
+    @abc.abstractmethod
+    def refusal(self) -> type[BaseException]:
+        """What `execute_raw` raises when the events table refuses an UPDATE or DELETE."""
+
+    # -- fixtures -----------------------------------------------------------------------------
+
+    @pytest.fixture
+    async def recorder(self, tmp_path: Path):
+        recorder = self.make_recorder(tmp_path)
+        await recorder.open()
+        yield recorder
+        await recorder.close()
+
+    # -- append and read back -----------------------------------------------------------------
+
+    async def test_append_returns_events_with_positions_versions_and_kinds(self, recorder):
+        before = now_us()
+        outcomes = await recorder.append([unit("acme", org("Acme"), credits(5)),
+                                          unit("beta", org("Beta"))])
+        after = now_us()
+        [a1, a2], [b1] = outcomes
+        assert [(r.position, r.stream_id, r.version, r.kind) for r in (a1, a2, b1)] == [
+            (1, "acme", 1, "org_created"), (2, "acme", 2, "credits_added"), (3, "beta", 1, "org_created")]
+        assert [r.event for r in (a1, a2, b1)] == [org("Acme"), credits(5), org("Beta")]
+        assert [r.data for r in (a1, a2, b1)] == [encode_event(e) for e in (org("Acme"), credits(5), org("Beta"))]
+        assert all(before <= r.recorded_at_us <= after for r in (a1, a2, b1))
+
+    async def test_read_returns_exactly_what_append_returned(self, recorder):
+        outcomes = await recorder.append([unit("acme", org(), key("k1"), credits(7, "top-up")),
+                                          unit("beta", org("Beta"), request("r1", charged=3))])
+        assert await recorder.read() == recorded_of(outcomes)
+
+    async def test_positions_and_versions_are_gapless_across_calls(self, recorder):
+        await append_ok(recorder, unit("acme", org()), unit("beta", org("Beta")))
+        await append_ok(recorder, unit("acme", credits(1), credits(2)))
+        await append_ok(recorder, unit("beta", credits(3)), unit("acme", credits(4)))
+        events = await recorder.read()
+        assert [r.position for r in events] == [1, 2, 3, 4, 5, 6]
+        assert [(r.stream_id, r.version) for r in events] == [
+            ("acme", 1), ("beta", 1), ("acme", 2), ("acme", 3), ("beta", 2), ("acme", 4)]
+
+    async def test_appending_no_units_returns_no_outcomes(self, recorder):
+        assert await recorder.append([]) == []
+        assert await recorder.read() == []
+
+    async def test_read_after_a_position_with_a_limit(self, recorder):
+        await append_ok(recorder, unit("acme", org(), *[credits(i) for i in range(1, 7)]))
+        assert [r.position for r in await recorder.read(after=2, limit=3)] == [3, 4, 5]
+        assert [r.position for r in await recorder.read(after=5)] == [6, 7]
+        assert [r.position for r in await recorder.read(limit=1)] == [1]
+        assert await recorder.read(after=7) == []
+
+    async def test_read_returns_at_most_1000_by_default(self, recorder):
+        await append_ok(recorder, unit("acme", org(), *[credits(i) for i in range(1, 1001)]))
+        events = await recorder.read()
+        assert [r.position for r in events] == list(range(1, 1001))
+        assert [r.position for r in await recorder.read(after=1000)] == [1001]
+
+    async def test_read_stream_returns_one_stream_in_version_order(self, recorder):
+        await append_ok(recorder, unit("acme", org()), unit("beta", org("Beta")), unit("acme", credits(1)))
+        await append_ok(recorder, unit("acme", credits(2)))
+        acme = await recorder.read_stream("acme")
+        assert [(r.position, r.version, r.event) for r in acme] == [
+            (1, 1, org()), (3, 2, credits(1)), (4, 3, credits(2))]
+        assert [r.position for r in await recorder.read_stream("beta")] == [2]
+        assert await recorder.read_stream("nobody") == []
+
+    # -- expected versions ----------------------------------------------------------------------
+
+    async def test_expected_version_equal_to_the_streams_version_is_accepted(self, recorder):
+        [[created]] = await append_ok(recorder, unit("acme", org(), expected_version=0))
+        [[added]] = await append_ok(recorder, unit("acme", credits(1), expected_version=1))
+        assert (created.version, added.version) == (1, 2)
+
+    async def test_expected_version_conflict_is_the_units_outcome_and_writes_nothing(self, recorder):
+        await append_ok(recorder, unit("acme", org()), unit("beta", org("Beta")))
+        stale, fresh = await recorder.append([unit("acme", credits(5), expected_version=0),
+                                              unit("beta", credits(7), expected_version=1)])
+        assert isinstance(stale, ConcurrencyError)
+        assert [(r.position, r.stream_id, r.version) for r in fresh] == [(3, "beta", 2)]
+        assert [r.position for r in await recorder.read()] == [1, 2, 3]
+        assert [r.version for r in await recorder.read_stream("acme")] == [1]
+        assert await recorder.fetch("SELECT org_id, credits_inr_nano FROM orgs ORDER BY org_id") == [
+            ("acme", 0), ("beta", 7)]
+
+    async def test_expected_version_of_a_stream_that_does_not_exist_conflicts(self, recorder):
+        [outcome] = await recorder.append([unit("acme", org(), expected_version=3)])
+        assert isinstance(outcome, ConcurrencyError)
+        assert await recorder.read() == []
+
+    async def test_expected_version_counts_earlier_units_of_the_same_call(self, recorder):
+        first, second, stale = await recorder.append([
+            unit("acme", org(), expected_version=0),
+            unit("acme", credits(1), expected_version=1),
+            unit("acme", credits(2), expected_version=1)])
+        assert [(r.position, r.version) for r in first + second] == [(1, 1), (2, 2)]
+        assert isinstance(stale, ConcurrencyError)
+        assert [r.event for r in await recorder.read()] == [org(), credits(1)]
+
+    # -- all-or-nothing units -----------------------------------------------------------------
+
+    async def test_unit_repeating_a_request_id_is_rejected_whole_and_the_others_commit(self, recorder):
+        await append_ok(recorder, unit("acme", org()), unit("beta", org("Beta")))
+        bad = unit("acme", request("r1", charged=5, content_id="c1"), request("r1", charged=6),
+                   contents=[content("c1", b"secret")])
+        good = unit("beta", request("r2", charged=7, content_id="c2"), contents=[content("c2", b"hi")])
+        rejected, accepted = await recorder.append([bad, good])
+        assert isinstance(rejected, AppendRejected)
+        assert [(r.position, r.stream_id, r.version) for r in accepted] == [(3, "beta", 2)]
+        assert [r.version for r in await recorder.read_stream("acme")] == [1]
+        assert await recorder.fetch("SELECT request_id FROM request_log") == [("r2",)]
+        assert await recorder.fetch("SELECT content_id FROM content") == [("c2",)]
+        assert await recorder.fetch("SELECT org_id, spent_inr_nano, requests FROM orgs ORDER BY org_id") == [
+            ("acme", 0, 0), ("beta", 7, 1)]
+
+    async def test_request_id_recorded_by_an_earlier_call_is_rejected(self, recorder):
+        await append_ok(recorder, unit("acme", org()), unit("beta", org("Beta")))
+        [[first]] = await append_ok(recorder, unit("acme", request("r1", charged=5)))
+        again, other = await recorder.append([
+            unit("acme", request("r1", charged=9, content_id="c9"), contents=[content("c9", b"x")]),
+            unit("beta", credits(3))])
+        assert isinstance(again, AppendRejected)
+        assert [(r.position, r.stream_id) for r in other] == [(4, "beta")]
+        assert await recorder.fetch("SELECT request_id, position, charged_inr_nano FROM request_log") == [
+            ("r1", first.position, 5)]
+        assert await recorder.fetch("SELECT content_id FROM content") == []
+        assert await recorder.fetch("SELECT org_id, spent_inr_nano, requests FROM orgs ORDER BY org_id") == [
+            ("acme", 5, 1), ("beta", 0, 0)]
+        assert [r.position for r in await recorder.read()] == [1, 2, 3, 4]
+
+    async def test_request_id_repeated_by_a_later_unit_of_the_same_call_is_rejected(self, recorder):
+        await append_ok(recorder, unit("acme", org()), unit("beta", org("Beta")))
+        first, second = await recorder.append([unit("acme", request("r1", charged=5)),
+                                               unit("beta", request("r1", charged=6))])
+        assert [(r.position, r.stream_id) for r in first] == [(3, "acme")]
+        assert isinstance(second, AppendRejected)
+        assert await recorder.fetch("SELECT request_id, org_id FROM request_log") == [("r1", "acme")]
+
+    async def test_content_id_recorded_before_is_rejected(self, recorder):
+        await append_ok(recorder, unit("acme", org(), request("r1", content_id="c1"),
+                                       contents=[content("c1", b"first")]))
+        [outcome] = await recorder.append([unit("acme", request("r2", content_id="c1"),
+                                                contents=[content("c1", b"second")])])
+        assert isinstance(outcome, AppendRejected)
+        assert await recorder.fetch("SELECT content_id, body FROM content") == [("c1", b"first")]
+        assert await recorder.fetch("SELECT request_id FROM request_log") == [("r1",)]
+
+    async def test_amount_beyond_64_bits_is_rejected_alone(self, recorder):
+        await append_ok(recorder, unit("acme", org()), unit("beta", org("Beta")))
+        huge, small = await recorder.append([unit("acme", credits(INT64_MAX + 1)),
+                                             unit("beta", credits(INT64_MAX))])
+        assert isinstance(huge, AppendRejected)
+        assert [(r.position, r.stream_id) for r in small] == [(3, "beta")]
+        assert await recorder.fetch("SELECT org_id, credits_inr_nano FROM orgs ORDER BY org_id") == [
+            ("acme", 0), ("beta", INT64_MAX)]
+
+    # -- hash chain -----------------------------------------------------------------------------
+
+    async def test_first_event_of_a_stream_links_to_the_genesis_hash(self, recorder):
+        [[first]] = await append_ok(recorder, unit("acme", org()))
+        assert first.hash == chain_hash(GENESIS_HASH, 1, "acme", 1, "org_created",
+                                        first.recorded_at_us, first.data)
+        assert len(first.hash) == 32
+
+    async def test_each_hash_links_to_the_previous_event_of_its_stream(self, recorder):
+        await append_ok(recorder, unit("acme", org(), credits(1)), unit("beta", org("Beta")))
+        await append_ok(recorder, unit("beta", credits(2)), unit("acme", credits(3)))
+        events = await recorder.read()
+        previous: dict[str, bytes] = {}
+        for r in events:
+            assert r.hash == chain_hash(previous.get(r.stream_id, GENESIS_HASH), r.position,
+                                        r.stream_id, r.version, r.kind, r.recorded_at_us, r.data)
+            previous[r.stream_id] = r.hash
+        assert (len(events), sorted(previous)) == (5, ["acme", "beta"])
+
+    # -- content and projections ------------------------------------------------------------------
+
+    async def test_content_is_written_with_its_unit(self, recorder):
+        body = b"prompt and response"
+        await append_ok(recorder, unit("acme", org(), request("r1", content_id="c1",
+                                                              content_hash=hashlib.sha256(body).hexdigest()),
+                                       contents=[content("c1", body)]))
+        assert await recorder.fetch("SELECT content_id, stream_id, sha256, body FROM content") == [
+            ("c1", "acme", hashlib.sha256(body).hexdigest(), body)]
+
+    async def test_orgs_projection_sums_credits_spend_and_requests(self, recorder):
+        [[created, *_]] = await append_ok(recorder, unit("acme", org("Acme", "none"), credits(1_000), credits(500)))
+        await append_ok(recorder, unit("acme", retention("retain"), request("r1", charged=120),
+                                       request("r2", charged=30, status=502, error="upstream")))
+        assert await recorder.fetch(
+            "SELECT org_id, name, retention, created_at_us, credits_inr_nano, spent_inr_nano, requests"
+            " FROM orgs") == [("acme", "Acme", "retain", created.recorded_at_us, 1_500, 150, 2)]
+
+    async def test_projection_of_one_call_follows_event_order(self, recorder):
+        await append_ok(recorder, unit("acme", org("Acme")), unit("acme", credits(5)),
+                        unit("acme", retention("none"), retention("retain"), retention("none")))
+        assert await recorder.fetch("SELECT retention, credits_inr_nano FROM orgs") == [("none", 5)]
+
+    async def test_api_keys_projection_records_creation_and_first_revocation(self, recorder):
+        [[_, k1, k2]] = await append_ok(recorder, unit("acme", org(), key("k1", name="ci"), key("k2", admin=True)))
+        [[revoked]] = await append_ok(recorder, unit("acme", revoke("k1")))
+        await append_ok(recorder, unit("acme", revoke("k1")))
+        assert await recorder.fetch(
+            "SELECT key_id, org_id, key_hash, prefix, name, admin, created_at_us, revoked_at_us"
+            " FROM api_keys ORDER BY key_id") == [
+            ("k1", "acme", sha256_hex("k1"), "k1", "ci", 0, k1.recorded_at_us, revoked.recorded_at_us),
+            ("k2", "acme", sha256_hex("k2"), "k2", "", 1, k2.recorded_at_us, None)]
+
+    async def test_request_log_row_carries_every_field_of_the_event(self, recorder):
+        event = RequestCompleted(
+            request_id="r1", key_id="k1", route="/v1/chat/completions", model="gpt-test",
+            provider="sim", status=200, stream=True, prompt_tokens=11, completion_tokens=22,
+            cost_usd_nano=33, cost_inr_nano=2_805, charged_inr_nano=2_806, usd_to_inr="85.00",
+            latency_ms=44, error="", content_id="c1", content_hash="ignored")
+        [[_, done]] = await append_ok(recorder, unit("acme", org(), event))
+        assert await recorder.fetch(
+            "SELECT request_id, org_id, position, key_id, created_at_us, route, model, provider, status,"
+            " stream, prompt_tokens, completion_tokens, cost_usd_nano, cost_inr_nano, charged_inr_nano,"
+            " usd_to_inr, latency_ms, error, content_id FROM request_log") == [
+            ("r1", "acme", 2, "k1", done.recorded_at_us, "/v1/chat/completions", "gpt-test", "sim",
+             200, 1, 11, 22, 33, 2_805, 2_806, "85.00", 44, "", "c1")]
+
+    # -- fetch, snapshot, scratch -------------------------------------------------------------------
+
+    async def test_fetch_runs_a_query_with_qmark_parameters(self, recorder):
+        await append_ok(recorder, unit("acme", org("Acme")), unit("beta", org("Beta")))
+        assert await recorder.fetch("SELECT name FROM orgs WHERE org_id = ?", ["beta"]) == [("Beta",)]
+        assert await recorder.fetch("SELECT COUNT(*) FROM orgs") == [(2,)]
+        assert await recorder.fetch("SELECT name FROM orgs WHERE org_id = ?", ("nobody",)) == []
+
+    async def test_snapshot_keeps_one_state_while_an_append_commits(self, recorder):
+        await append_ok(recorder, unit("acme", org(), credits(5)))
+        async with recorder.snapshot():
+            assert [r.position for r in await recorder.read()] == [1, 2]
+            await append_ok(recorder, unit("acme", credits(7)))
+            assert [r.position for r in await recorder.read()] == [1, 2]
+            assert [r.version for r in await recorder.read_stream("acme")] == [1, 2]
+            assert await recorder.fetch("SELECT credits_inr_nano FROM orgs") == [(5,)]
+        assert [r.position for r in await recorder.read()] == [1, 2, 3]
+        assert await recorder.fetch("SELECT credits_inr_nano FROM orgs") == [(12,)]
+
+    async def test_snapshots_entered_concurrently_both_complete(self, recorder):
+        await append_ok(recorder, unit("acme", org()))
+
+        async def look() -> list[int]:
+            async with recorder.snapshot():
+                await asyncio.sleep(0.01)
+                return [r.position for r in await recorder.read()]
+
+        assert await asyncio.gather(look(), look()) == [[1], [1]]
+
+    async def test_scratch_is_a_new_empty_store(self, recorder):
+        await populate(recorder)
+        scratch = recorder.scratch()
+        await scratch.open()
+        try:
+            assert await scratch.read() == []
+            assert await projection_tables(scratch) == {"orgs": [], "api_keys": [], "request_log": []}
+        finally:
+            await scratch.close()
+        assert len(await recorder.read()) == POPULATED
+
+    # -- verify and replay ------------------------------------------------------------------------
+
+    async def test_verify_passes_on_a_healthy_ledger(self, recorder):
+        await populate(recorder)
+        assert await audit.verify(recorder) == (POPULATED, [])
+
+    async def test_replay_rebuilds_identical_projection_rows(self, recorder):
+        await populate(recorder)
+        before = await projection_tables(recorder)
+        assert await audit.replay(recorder) == POPULATED
+        assert await projection_tables(recorder) == before
+
+    async def test_replay_repairs_a_corrupted_projection_row(self, recorder, tmp_path):
+        await populate(recorder)
+        before = await projection_tables(recorder)
+        await self.execute_raw(tmp_path, "UPDATE orgs SET credits_inr_nano = credits_inr_nano + 1"
+                                         " WHERE org_id = ?", ["acme"])
+        corrupted = await projection_tables(recorder)
+        assert corrupted["orgs"] != before["orgs"]
+        checked, problems = await audit.verify(recorder)
+        assert (checked, problems) == (POPULATED, [
+            f"orgs: row 0 differs: stored {corrupted['orgs'][0]!r} != replayed {before['orgs'][0]!r}"])
+        assert await audit.replay(recorder) == POPULATED
+        assert await projection_tables(recorder) == before
+        assert await audit.verify(recorder) == (POPULATED, [])
+
+    async def test_replay_keeps_the_projection_of_an_append_made_meanwhile(self, recorder):
+        await populate(recorder)
+        replayed, [[added]] = await asyncio.gather(
+            audit.replay(recorder), recorder.append([unit("beta", credits(7))]))
+        assert replayed in (POPULATED, POPULATED + 1)
+        assert added.position == POPULATED + 1
+        assert await recorder.fetch("SELECT credits_inr_nano FROM orgs WHERE org_id = ?", ["beta"]) == [(12,)]
+        assert await audit.verify(recorder) == (POPULATED + 1, [])
+
+    async def test_events_refuse_update_and_delete_then_verify_finds_a_one_byte_change(self, recorder, tmp_path):
+        await populate(recorder)
+        original = await recorder.read()
+        with pytest.raises(self.refusal):
+            await self.execute_raw(tmp_path, "UPDATE events SET recorded_at_us = recorded_at_us + 1"
+                                             " WHERE position = ?", [HELLO_POSITION])
+        with pytest.raises(self.refusal):
+            await self.execute_raw(tmp_path, "DELETE FROM events WHERE position = ?", [HELLO_POSITION])
+        assert await recorder.read() == original
+
+        for statement in self.drop_immutability():
+            await self.execute_raw(tmp_path, statement)
+        hello = original[HELLO_POSITION - 1]
+        tampered = hello.data.replace(b'"hello"', b'"hellp"')
+        assert sum(a != b for a, b in zip(hello.data, tampered)) == 1
+        await self.execute_raw(tmp_path, "UPDATE events SET data = ? WHERE position = ?",
+                               [tampered, HELLO_POSITION])
+        assert (await recorder.read(after=HELLO_POSITION - 1, limit=1))[0].event == credits(1_000_000_000, "hellp")
+        assert await audit.verify(recorder) == (
+            POPULATED, [f"position {HELLO_POSITION} (stream acme v4): hash mismatch"])
+
+    async def test_an_event_that_no_longer_decodes_is_reported_as_corrupt(self, recorder, tmp_path):
+        await populate(recorder)
+        for statement in self.drop_immutability():
+            await self.execute_raw(tmp_path, statement)
+        await self.execute_raw(tmp_path, "UPDATE events SET data = ? WHERE position = ?",
+                               [b'{"type":"credits_added","amount_inr_nano":"lots"}', HELLO_POSITION])
+        with pytest.raises(CorruptEvent, match=f"position {HELLO_POSITION}"):
+            await recorder.read()
+        checked, [problem] = await audit.verify(recorder)
+        assert f"position {HELLO_POSITION}" in problem
+
+    # -- group commit ---------------------------------------------------------------------------
+
+    async def test_group_commit_from_500_tasks_batches_and_keeps_streams_in_order(self, recorder):
+        orgs = [f"org{n}" for n in range(5)]
+        await append_ok(recorder, *[unit(o, org(o)) for o in orgs])
+        writer = GroupCommitWriter(recorder)
+        writer.start()
+        try:
+            results = await asyncio.gather(*(
+                writer.append(unit(orgs[i % 5], request(f"r{i}", charged=i))) for i in range(500)))
+        finally:
+            await writer.close()
+        assert writer.largest_batch > 1
+        assert [(r.stream_id, r.event) for [r] in results] == [
+            (orgs[i % 5], request(f"r{i}", charged=i)) for i in range(500)]
+        assert [r.position for r in await recorder.read(limit=1000)] == list(range(1, 506))
+        for n, o in enumerate(orgs):
+            stream = await recorder.read_stream(o)
+            assert [r.version for r in stream] == list(range(1, 102))
+            assert [r.event.request_id for r in stream[1:]] == [f"r{i}" for i in range(n, 500, 5)]
+        assert await recorder.fetch("SELECT org_id, spent_inr_nano, requests FROM orgs ORDER BY org_id") == [
+            (o, sum(range(n, 500, 5)), 100) for n, o in enumerate(orgs)]
+        assert await audit.verify(recorder) == (505, [])
+
+    # -- durability across instances ----------------------------------------------------------------
+
+    async def test_a_reopened_recorder_sees_everything_and_continues_the_chain(self, tmp_path):
+        first = self.make_recorder(tmp_path)
+        await first.open()
+        await populate(first)
+        events, tables = await first.read(), await projection_tables(first)
+        await first.close()
+
+        second = self.make_recorder(tmp_path)
+        await second.open()
+        try:
+            assert await second.read() == events
+            assert await projection_tables(second) == tables
+            [[added]] = await append_ok(second, unit("acme", credits(1)))
+            head = [r for r in events if r.stream_id == "acme"][-1]
+            assert (added.position, added.version) == (POPULATED + 1, head.version + 1)
+            assert added.hash == chain_hash(head.hash, added.position, "acme", added.version,
+                                            added.kind, added.recorded_at_us, added.data)
+            assert await audit.verify(second) == (POPULATED + 1, [])
+        finally:
+            await second.close()
+
+    async def test_another_instance_on_the_same_store_sees_appends_at_once(self, recorder, tmp_path):
+        other = self.make_recorder(tmp_path)
+        await other.open()
+        try:
+            [[created]] = await append_ok(recorder, unit("acme", org()))
+            assert await other.read() == [created]
+            [[added]] = await append_ok(other, unit("acme", credits(3)))
+            assert (added.position, added.version) == (2, 2)
+            assert await recorder.read() == [created, added]
+        finally:
+            await other.close()

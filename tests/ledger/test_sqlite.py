@@ -1,0 +1,127 @@
+"""The SQLite recorder: the shared contract, plus what only SQLite has (pragmas, files, URLs)."""
+
+import asyncio
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from ledger import audit
+from ledger.sqlite import SQLiteRecorder, path_of
+from ledger.writer import GroupCommitWriter
+from ledger_helpers import POPULATED, append_ok, org, populate, request, run_sql, unit
+from recorder_contract import RecorderContract
+
+
+class TestSQLiteRecorder(RecorderContract):
+    refusal = sqlite3.IntegrityError
+
+    def make_recorder(self, tmp_path: Path) -> SQLiteRecorder:
+        return SQLiteRecorder(str(tmp_path / "ledger.db"))
+
+    async def execute_raw(self, tmp_path: Path, sql: str, params: Sequence = ()) -> None:
+        await asyncio.to_thread(run_sql, tmp_path / "ledger.db", (sql, params))
+
+    def drop_immutability(self) -> Sequence[str]:
+        return ["DROP TRIGGER events_are_immutable", "DROP TRIGGER events_are_permanent"]
+
+
+async def pragma(db, name: str):
+    [(value,)] = await db.execute_fetchall(f"PRAGMA {name}")
+    return value
+
+
+async def test_writer_connection_is_wal_with_synchronous_full(sqlite_recorder):
+    writer = sqlite_recorder._writer
+    assert await pragma(writer, "journal_mode") == "wal"
+    assert await pragma(writer, "synchronous") == 2  # FULL
+    assert await pragma(writer, "busy_timeout") == 30000
+
+
+async def test_reader_connection_is_a_second_wal_connection(sqlite_recorder):
+    reader = sqlite_recorder._reader
+    assert reader is not sqlite_recorder._writer
+    assert await pragma(reader, "journal_mode") == "wal"
+
+
+async def test_open_creates_missing_parent_directories(tmp_path):
+    recorder = SQLiteRecorder(str(tmp_path / "a" / "b" / "ledger.db"))
+    await recorder.open()
+    try:
+        [[created]] = await append_ok(recorder, unit("acme", org()))
+        assert created.position == 1
+    finally:
+        await recorder.close()
+    assert (tmp_path / "a" / "b" / "ledger.db").is_file()
+
+
+async def test_two_recorders_on_one_file_appending_concurrently_keep_the_log_gapless(tmp_path):
+    path = str(tmp_path / "ledger.db")
+    first, second = SQLiteRecorder(path), SQLiteRecorder(path)
+    await first.open()
+    await second.open()
+    orgs = ["acme", "beta", "gamma"]
+    try:
+        await append_ok(first, *[unit(o, org(o)) for o in orgs])
+        writers = [GroupCommitWriter(first), GroupCommitWriter(second)]
+        for writer in writers:
+            writer.start()
+        try:
+            results = await asyncio.gather(*(
+                writers[i % 2].append(unit(orgs[i % 3], request(f"r{i}", charged=1))) for i in range(300)))
+        finally:
+            for writer in writers:
+                await writer.close()
+        events = await first.read()
+        assert events == await second.read()
+        assert [r.position for r in events] == list(range(1, 304))
+        assert sorted(r.position for [r] in results) == list(range(4, 304))
+        for o in orgs:
+            assert [r.version for r in await second.read_stream(o)] == list(range(1, 102))
+        assert await first.fetch("SELECT org_id, spent_inr_nano, requests FROM orgs ORDER BY org_id") == [
+            (o, 100, 100) for o in orgs]
+        assert await audit.verify(first) == (303, [])
+        assert await audit.verify(second) == (303, [])
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_verify_deletes_its_scratch_file(sqlite_recorder, tmp_path):
+    await populate(sqlite_recorder)
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert await audit.verify(sqlite_recorder) == (POPULATED, [])
+    assert sorted(p.name for p in tmp_path.iterdir()) == files
+    assert not list(tmp_path.glob("replay-*"))
+
+
+async def test_verify_that_finds_a_difference_still_deletes_its_scratch_file(sqlite_recorder, tmp_path, tamper):
+    await populate(sqlite_recorder)
+    await tamper("UPDATE orgs SET requests = 99")
+    files = sorted(p.name for p in tmp_path.iterdir())
+    checked, problems = await audit.verify(sqlite_recorder)
+    assert (checked, len(problems)) == (POPULATED, 1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == files
+
+
+async def test_scratch_lives_beside_the_ledger_and_its_file_goes_on_close(sqlite_recorder, tmp_path):
+    scratch = sqlite_recorder.scratch()
+    assert Path(scratch.path).parent == tmp_path
+    assert Path(scratch.path).name.startswith("replay-")
+    await scratch.open()
+    await scratch.close()
+    assert not Path(scratch.path).exists()
+
+
+def test_path_of_reads_relative_and_absolute_sqlite_urls():
+    assert path_of("sqlite:///data/ledger.db") == "data/ledger.db"
+    assert path_of("sqlite:////var/lib/ledger.db") == "/var/lib/ledger.db"
+    assert path_of("sqlite:///") == ":memory:"
+    assert SQLiteRecorder.from_url("sqlite:///x.db").path == "x.db"
+
+
+@pytest.mark.parametrize("url", ["postgresql://localhost/ledger", "sqlite://x.db", "/tmp/x.db"])
+def test_path_of_refuses_other_urls(url):
+    with pytest.raises(ValueError, match="not a sqlite URL"):
+        path_of(url)
