@@ -9,6 +9,8 @@ from ledger.money import InvalidAmount, from_nano, parse_amount, to_nano
 from ledger.recorder import Append, Recorder
 
 RETENTION_MODES = ("retain", "none")
+# Balances are 64-bit nano-rupees (about 9.2e9 INR); one operation stays far below that.
+MAX_AMOUNT_INR = Decimal(1_000_000_000)
 
 
 class AdminError(Exception):
@@ -81,6 +83,8 @@ def _amount(text: str, allow_zero: bool = False) -> Decimal:
         raise AdminError(str(exc)) from None
     if amount < 0 or (amount == 0 and not allow_zero):
         raise AdminError(f"amount must be positive, got {text}")
+    if amount > MAX_AMOUNT_INR:
+        raise AdminError(f"amount {text} is above the limit of {MAX_AMOUNT_INR} INR per operation")
     if amount != amount.quantize(Decimal("0.000000001")):
         raise AdminError(f"amount {text} has more than 9 decimal places")
     return amount

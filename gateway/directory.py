@@ -61,7 +61,10 @@ class Directory:
                 self._keys[key_hash] = Principal(key_id, org, admin)
                 self._digests[key_id] = key_hash
             case ApiKeyRevoked(key_id=key_id):
-                self._keys.pop(self._digests.pop(key_id, ""), None)
+                digest = self._digests.get(key_id, "")
+                if (principal := self._keys.get(digest)) and principal.org_id == org:
+                    self._keys.pop(digest)
+                    del self._digests[key_id]
 
     async def load(self, recorder: Recorder) -> int:
         """Fill the view from the projection tables; returns the position it reflects."""

@@ -62,11 +62,12 @@ async def verify(recorder: Recorder) -> tuple[int, list[str]]:
 
 async def _verify_chains(recorder: Recorder) -> tuple[int, list[str]]:
     heads: dict[str, tuple[int, bytes]] = {}
-    last, problems = 0, []
+    last, checked, problems = 0, 0, []
     async for batch in batches(recorder):
         last, found = check_chain(batch, heads, last)
+        checked += len(batch)
         problems += found
-    return last, problems
+    return checked, problems
 
 
 async def _verify_projections(recorder: Recorder) -> list[str]:

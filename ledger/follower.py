@@ -1,9 +1,12 @@
 """Keeps an in-memory view in step with the log, including appends made by other processes."""
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 
 from ledger.recorder import Recorded, Recorder
+
+log = logging.getLogger("ledger.follower")
 
 
 class LogFollower:
@@ -65,4 +68,7 @@ class LogFollower:
             except TimeoutError:
                 pass
             self._nudge.clear()
-            await self.catch_up()
+            try:
+                await self.catch_up()
+            except Exception:  # keep following: a passing database error must not freeze the view
+                log.exception("following the ledger failed; retrying at the next poll")

@@ -38,7 +38,9 @@ ADD_SPEND = ("UPDATE orgs SET spent_inr_nano = spent_inr_nano + ?, requests = re
              " WHERE org_id = ?")
 INSERT_KEY = ("INSERT INTO api_keys (key_id, org_id, key_hash, prefix, name, admin,"
               " created_at_us, revoked_at_us) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)")
-REVOKE_KEY = "UPDATE api_keys SET revoked_at_us = ? WHERE key_id = ? AND revoked_at_us IS NULL"
+# A revocation only acts within its own org's stream, so one org can never revoke another's key.
+REVOKE_KEY = ("UPDATE api_keys SET revoked_at_us = ? WHERE key_id = ? AND org_id = ?"
+              " AND revoked_at_us IS NULL")
 INSERT_REQUEST = (
     "INSERT INTO request_log (request_id, org_id, position, key_id, created_at_us, route, model,"
     " provider, status, stream, prompt_tokens, completion_tokens, cost_usd_nano, cost_inr_nano,"
@@ -60,7 +62,7 @@ def statements(recorded: Recorded) -> list[Statement]:
             return [Statement(CREATE, INSERT_KEY, (e.key_id, org, e.key_hash, e.prefix, e.name,
                                                     int(e.admin), at))]
         case ApiKeyRevoked(key_id=key_id):
-            return [Statement(UPDATE, REVOKE_KEY, (at, key_id))]
+            return [Statement(UPDATE, REVOKE_KEY, (at, key_id, org))]
         case RequestCompleted() as e:
             return [Statement(UPDATE, ADD_SPEND, (e.charged_inr_nano, org)),
                     Statement(LOG, INSERT_REQUEST, _request_row(recorded, e))]

@@ -6,10 +6,13 @@ load thousands of units share one fsync.
 """
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Sequence
 
 from ledger.recorder import Append, Recorded, Recorder
+
+log = logging.getLogger("ledger.writer")
 
 
 class WriterClosed(RuntimeError):
@@ -75,8 +78,6 @@ class GroupCommitWriter:
             return
         self.batches += 1
         self.largest_batch = max(self.largest_batch, len(batch))
-        if self._on_commit:
-            self._on_commit([r for o in outcomes if not isinstance(o, Exception) for r in o])
         for (_, future, _), outcome in zip(batch, outcomes):
             if future.done():
                 continue
@@ -84,3 +85,13 @@ class GroupCommitWriter:
                 future.set_exception(outcome)
             else:
                 future.set_result(outcome)
+        # Callers resume only at the loop's next turn, so on_commit still runs before them.
+        self._notify([r for o in outcomes if not isinstance(o, Exception) for r in o])
+
+    def _notify(self, recorded: list[Recorded]) -> None:
+        if not self._on_commit:
+            return
+        try:
+            self._on_commit(recorded)
+        except Exception:  # the commit stands; a broken listener must not stop later commits
+            log.exception("on_commit listener failed after a successful commit")

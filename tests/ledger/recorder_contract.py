@@ -268,6 +268,12 @@ class RecorderContract(abc.ABC):
             ("k1", "acme", sha256_hex("k1"), "k1", "ci", 0, k1.recorded_at_us, revoked.recorded_at_us),
             ("k2", "acme", sha256_hex("k2"), "k2", "", 1, k2.recorded_at_us, None)]
 
+    async def test_a_revocation_in_another_orgs_stream_does_not_revoke_the_key(self, recorder):
+        await append_ok(recorder, unit("acme", org(), key("k1")), unit("evil", org("Evil")))
+        await append_ok(recorder, unit("evil", revoke("k1")))
+        assert await recorder.fetch("SELECT revoked_at_us FROM api_keys WHERE key_id = 'k1'") == [(None,)]
+        assert (await audit.verify(recorder))[1] == []  # and a replay agrees
+
     async def test_request_log_row_carries_every_field_of_the_event(self, recorder):
         event = RequestCompleted(
             request_id="r1", key_id="k1", route="/v1/chat/completions", model="gpt-test",
