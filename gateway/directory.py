@@ -10,7 +10,8 @@ import msgspec
 
 from gateway import keys
 from ledger.events import (
-    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, OrgCreated, RequestCompleted, RetentionChanged,
+    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, HoldReleased, OrgCreated,
+    RequestCompleted, RetentionChanged,
 )
 from ledger.recorder import Recorded, Recorder
 
@@ -27,10 +28,16 @@ class OrgAccount(msgspec.Struct):
     retention: str
     credits_inr_nano: int = 0
     spent_inr_nano: int = 0
+    held_inr_nano: int = 0
 
     @property
     def balance_inr_nano(self) -> int:
         return self.credits_inr_nano - self.spent_inr_nano
+
+    @property
+    def available_inr_nano(self) -> int:
+        """What may still be reserved: the balance less what running requests hold."""
+        return self.balance_inr_nano - self.held_inr_nano
 
 
 class Directory:
@@ -57,6 +64,10 @@ class Directory:
                 self._orgs[org].credits_inr_nano += amount
             case RequestCompleted(charged_inr_nano=charged):
                 self._orgs[org].spent_inr_nano += charged
+            case CreditsHeld(amount_inr_nano=amount):
+                self._orgs[org].held_inr_nano += amount
+            case HoldReleased(amount_inr_nano=amount):
+                self._orgs[org].held_inr_nano -= amount
             case ApiKeyCreated(key_id=key_id, key_hash=key_hash, admin=admin):
                 self._keys[key_hash] = Principal(key_id, org, admin)
                 self._digests[key_id] = key_hash
@@ -71,14 +82,14 @@ class Directory:
         async with recorder.snapshot():
             (position,), = await recorder.fetch("SELECT COALESCE(MAX(position), 0) FROM events")
             self._load_orgs(await recorder.fetch(
-                "SELECT org_id, retention, credits_inr_nano, spent_inr_nano FROM orgs"))
+                "SELECT org_id, retention, credits_inr_nano, spent_inr_nano, held_inr_nano FROM orgs"))
             self._load_keys(await recorder.fetch(
                 "SELECT key_id, org_id, key_hash, admin FROM api_keys WHERE revoked_at_us IS NULL"))
         return position
 
     def _load_orgs(self, rows: Sequence[tuple]) -> None:
-        for org_id, retention, credits, spent in rows:
-            self._orgs[org_id] = OrgAccount(retention, credits, spent)
+        for org_id, retention, credits, spent, held in rows:
+            self._orgs[org_id] = OrgAccount(retention, credits, spent, held)
 
     def _load_keys(self, rows: Sequence[tuple]) -> None:
         for key_id, org_id, key_hash, admin in rows:

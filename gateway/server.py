@@ -16,8 +16,8 @@ async def serve(config: Config, banner: str = "") -> None:
     """Serve until a stop signal; in-flight requests and streams finish before exit."""
     # Cancelling a handler when its client leaves is what stops the upstream generation.
     runner = web.AppRunner(create_app(config), handler_cancellation=True, access_log=None)
-    await runner.setup()
     try:
+        await runner.setup()  # inside: a failed start-up still closes what it opened
         site = web.TCPSite(runner, config.server.host, config.server.port, backlog=2048)
         await site.start()
         url = _url_of(site)

@@ -63,7 +63,42 @@ class RequestCompleted(Event, tag="request_completed"):
     content_hash: str = ""
 
 
-AnyEvent = OrgCreated | ApiKeyCreated | ApiKeyRevoked | CreditsAdded | RetentionChanged | RequestCompleted
+class CreditsHeld(Event, tag="credits_held"):
+    """Credit reserved for a request before its upstream call. The ledger refuses a hold the
+    organization's available balance (credits - spent - held) cannot cover."""
+
+    hold_id: str
+    request_id: str
+    amount_inr_nano: int
+
+
+class HoldReleased(Event, tag="hold_released"):
+    """The reservation ends: with a charge in the same unit (settled) or without (released)."""
+
+    hold_id: str
+    amount_inr_nano: int
+
+
+class MusicTrackRecorded(Event, tag="music_track_recorded"):
+    """The facts of one music generation, successful or not; cost lives on RequestCompleted."""
+
+    request_id: str
+    model: str
+    provider: str
+    storage: Literal["s3", "inline", "none"]
+    error: bool = False
+    object_key: str = ""  # set when storage is s3
+    size: int = 0
+    etag: str = ""
+    mime_type: str = "audio/mpeg"
+    prompt_content_id: str = ""
+    text_content_id: str = ""
+    idempotency_key: str = ""
+    request_hash: str = ""
+
+
+AnyEvent = (OrgCreated | ApiKeyCreated | ApiKeyRevoked | CreditsAdded | RetentionChanged
+            | RequestCompleted | CreditsHeld | HoldReleased | MusicTrackRecorded)
 
 encode_event = msgspec.json.Encoder().encode
 decode_event = msgspec.json.Decoder(AnyEvent).decode

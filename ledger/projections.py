@@ -8,7 +8,8 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from ledger.events import (
-    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, OrgCreated, RequestCompleted, RetentionChanged,
+    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, HoldReleased, MusicTrackRecorded,
+    OrgCreated, RequestCompleted, RetentionChanged,
 )
 from ledger.recorder import Recorded
 
@@ -28,10 +29,26 @@ TABLES: dict[str, str] = {
     "orgs": "org_id",
     "api_keys": "key_id",
     "request_log": "request_id",
+    "music_tracks": "request_id",
+    "idempotency_keys": "org_id, idempotency_key",
 }
 
+# What an org may still reserve: the credit not yet spent nor held.
+AVAILABLE = "credits_inr_nano - spent_inr_nano - held_inr_nano"
+
 INSERT_ORG = ("INSERT INTO orgs (org_id, name, retention, created_at_us, credits_inr_nano,"
-              " spent_inr_nano, requests) VALUES (?, ?, ?, ?, 0, 0, 0)")
+              " spent_inr_nano, held_inr_nano, requests) VALUES (?, ?, ?, ?, 0, 0, 0, 0)")
+ADD_HELD = "UPDATE orgs SET held_inr_nano = held_inr_nano + ? WHERE org_id = ?"
+INSERT_TRACK = (
+    "INSERT INTO music_tracks (request_id, org_id, position, created_at_us, model, provider, storage,"
+    " error, object_key, size, etag, mime_type, prompt_content_id, text_content_id, expired_at_us)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)")
+# A key may be reused once its 24 hours are over: the newest use is the one that counts.
+REMEMBER_KEY = (
+    "INSERT INTO idempotency_keys (org_id, idempotency_key, request_hash, request_id, created_at_us)"
+    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (org_id, idempotency_key) DO UPDATE SET"
+    " request_hash = excluded.request_hash, request_id = excluded.request_id,"
+    " created_at_us = excluded.created_at_us")
 SET_RETENTION = "UPDATE orgs SET retention = ? WHERE org_id = ?"
 ADD_CREDITS = "UPDATE orgs SET credits_inr_nano = credits_inr_nano + ? WHERE org_id = ?"
 ADD_SPEND = ("UPDATE orgs SET spent_inr_nano = spent_inr_nano + ?, requests = requests + 1"
@@ -66,7 +83,24 @@ def statements(recorded: Recorded) -> list[Statement]:
         case RequestCompleted() as e:
             return [Statement(UPDATE, ADD_SPEND, (e.charged_inr_nano, org)),
                     Statement(LOG, INSERT_REQUEST, _request_row(recorded, e))]
+        case CreditsHeld(amount_inr_nano=amount):
+            return [Statement(UPDATE, ADD_HELD, (amount, org))]
+        case HoldReleased(amount_inr_nano=amount):
+            return [Statement(UPDATE, ADD_HELD, (-amount, org))]
+        case MusicTrackRecorded() as e:
+            return _track_statements(recorded, e)
     return []
+
+
+def _track_statements(recorded: Recorded, e: MusicTrackRecorded) -> list[Statement]:
+    row = (e.request_id, recorded.stream_id, recorded.position, recorded.recorded_at_us, e.model,
+           e.provider, e.storage, int(e.error), e.object_key, e.size, e.etag, e.mime_type,
+           e.prompt_content_id, e.text_content_id)
+    statements = [Statement(LOG, INSERT_TRACK, row)]
+    if e.idempotency_key:
+        statements.append(Statement(LOG, REMEMBER_KEY, (recorded.stream_id, e.idempotency_key,
+                                                        e.request_hash, e.request_id, recorded.recorded_at_us)))
+    return statements
 
 
 def _request_row(recorded: Recorded, e: RequestCompleted) -> tuple:

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterable, Iterable, Sequence
 
 import msgspec
 
-from ledger.events import Event, encode_event, event_type
+from ledger.events import CreditsHeld, Event, encode_event, event_type
 
 GENESIS_HASH = bytes(32)
 
@@ -25,6 +25,10 @@ class CorruptEvent(Exception):
 
 class ConcurrencyError(Exception):
     """The stream was not at the version the append expected."""
+
+
+class InsufficientCredit(Exception):
+    """A hold the organization's available balance cannot cover."""
 
 
 class AppendRejected(Exception):
@@ -71,14 +75,21 @@ def chain_hash(prev: bytes, position: int, stream_id: str, version: int, kind: s
     return hashlib.sha256(prev + header + data).digest()
 
 
+def held_by(unit: Append) -> int:
+    """The credit a unit reserves (nano-INR); such a unit needs the funds to be there."""
+    return sum(e.amount_inr_nano for e in unit.events if isinstance(e, CreditsHeld))
+
+
 def plan(units: Sequence[Append], heads: dict[str, tuple[int, bytes]], last_position: int,
-         now_us: int | None = None) -> list[Outcome]:
+         now_us: int | None = None, available: dict[str, int] | None = None) -> list[Outcome]:
     """Assign versions, positions and hashes to `units`, given each stream's head.
 
-    Must run while the caller holds the database's write lock, so `heads` and
-    `last_position` cannot move underneath it. `heads` is updated in place.
+    Must run while the caller holds the database's write lock, so `heads`, `available` (each
+    holding stream's credits - spent - held) and `last_position` cannot move underneath it.
+    `heads` and `available` are updated in place.
     """
     now_us = now_us if now_us is not None else time.time_ns() // 1000
+    available = {} if available is None else available
     outcomes: list[Outcome] = []
     for unit in units:
         version, prev = heads.get(unit.stream_id, (0, GENESIS_HASH))
@@ -86,6 +97,11 @@ def plan(units: Sequence[Append], heads: dict[str, tuple[int, bytes]], last_posi
             outcomes.append(ConcurrencyError(
                 f"stream {unit.stream_id} is at version {version}, expected {unit.expected_version}"))
             continue
+        if (hold := held_by(unit)) and available.get(unit.stream_id, 0) < hold:
+            outcomes.append(InsufficientCredit(f"stream {unit.stream_id} cannot cover a hold of {hold}"))
+            continue
+        if hold:
+            available[unit.stream_id] -= hold
         recorded = []
         for event in unit.events:
             version, last_position = version + 1, last_position + 1
@@ -118,7 +134,9 @@ class Recorder(abc.ABC):
         """Record `units` durably, in one transaction where possible.
 
         Returns one outcome per unit, in order: its recorded events, or the exception that
-        rejected it (ConcurrencyError, AppendRejected). A rejected unit leaves no trace; the
+        rejected it (ConcurrencyError, InsufficientCredit, AppendRejected). A unit holding
+        credit (CreditsHeld) is accepted only if the org's available balance, read under the
+        write lock, covers it: concurrent holds can never overspend. A rejected unit leaves no trace; the
         other units are unaffected. Projections change in the same transaction as events.
         """
 

@@ -18,7 +18,7 @@ import msgspec
 from ledger import projections
 from ledger.events import decode_event
 from ledger.recorder import (
-    Append, AppendRejected, CorruptEvent, Outcome, Recorded, Recorder, accepted, plan,
+    Append, AppendRejected, CorruptEvent, Outcome, Recorded, Recorder, accepted, held_by, plan,
 )
 
 SCHEMA = """
@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS content (
 """ + "\n".join(f"CREATE TABLE IF NOT EXISTS {name} ({columns});" for name, columns in {
     "orgs": "org_id TEXT PRIMARY KEY, name TEXT NOT NULL, retention TEXT NOT NULL,"
             " created_at_us INTEGER NOT NULL, credits_inr_nano INTEGER NOT NULL,"
-            " spent_inr_nano INTEGER NOT NULL, requests INTEGER NOT NULL",
+            " spent_inr_nano INTEGER NOT NULL, held_inr_nano INTEGER NOT NULL,"
+            " requests INTEGER NOT NULL",
     "api_keys": "key_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, key_hash TEXT NOT NULL UNIQUE,"
                 " prefix TEXT NOT NULL, name TEXT NOT NULL, admin INTEGER NOT NULL,"
                 " created_at_us INTEGER NOT NULL, revoked_at_us INTEGER",
@@ -58,8 +59,18 @@ CREATE TABLE IF NOT EXISTS content (
                    " cost_inr_nano INTEGER NOT NULL, charged_inr_nano INTEGER NOT NULL,"
                    " usd_to_inr TEXT NOT NULL, latency_ms INTEGER NOT NULL, error TEXT NOT NULL,"
                    " content_id TEXT NOT NULL",
+    "music_tracks": "request_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, position INTEGER NOT NULL,"
+                    " created_at_us INTEGER NOT NULL, model TEXT NOT NULL, provider TEXT NOT NULL,"
+                    " storage TEXT NOT NULL, error INTEGER NOT NULL, object_key TEXT NOT NULL,"
+                    " size INTEGER NOT NULL, etag TEXT NOT NULL, mime_type TEXT NOT NULL,"
+                    " prompt_content_id TEXT NOT NULL, text_content_id TEXT NOT NULL,"
+                    " expired_at_us INTEGER",
+    "idempotency_keys": "org_id TEXT NOT NULL, idempotency_key TEXT NOT NULL,"
+                        " request_hash TEXT NOT NULL, request_id TEXT NOT NULL,"
+                        " created_at_us INTEGER NOT NULL, PRIMARY KEY (org_id, idempotency_key)",
 }.items()) + """
 CREATE INDEX IF NOT EXISTS request_log_by_org ON request_log (org_id, position);
+CREATE INDEX IF NOT EXISTS music_tracks_by_org ON music_tracks (org_id, position);
 """
 
 INSERT_EVENT = ("INSERT INTO events (position, stream_id, version, type, recorded_at_us, data, hash)"
@@ -139,13 +150,23 @@ class SQLiteRecorder(Recorder):
         try:
             heads = await self._heads({u.stream_id for u in units})
             (last,), = await db.execute_fetchall("SELECT COALESCE(MAX(position), 0) FROM events")
-            outcomes = plan(units, heads, last)
+            outcomes = plan(units, heads, last, available=await self._available(units))
             await self._write(list(accepted(units, outcomes)))
             await db.commit()
         except BaseException:
             await db.rollback()
             raise
         return outcomes
+
+    async def _available(self, units: Sequence[Append]) -> dict[str, int]:
+        """credits - spent - held of each org that some unit wants to hold credit for."""
+        orgs = {u.stream_id for u in units if held_by(u)}
+        if not orgs:
+            return {}
+        rows = await self._writer.execute_fetchall(
+            f"SELECT org_id, {projections.AVAILABLE} FROM orgs WHERE org_id IN"
+            f" ({','.join('?' * len(orgs))})", tuple(orgs))
+        return dict(rows)
 
     async def _heads(self, streams: set[str]) -> dict[str, tuple[int, bytes]]:
         # MAX(version) per named stream is an index lookup, so this costs O(streams), not O(events).

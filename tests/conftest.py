@@ -1,8 +1,5 @@
 """Shared fixtures: the real simulator and the real gateway, each on a real socket."""
 
-import json
-import os
-import socket
 from decimal import Decimal
 
 import msgspec
@@ -12,27 +9,10 @@ from gateway import admin
 from gateway.app import LEDGER, create_app
 from gateway.config import Config, ProviderConfig
 from ledger.money import from_nano
+from support import PROVIDER_KEY
 from simulator.app import create_app as create_simulator
 from simulator.settings import Settings
 
-PROVIDER_KEY = "sk-sim-provider-secret-0123456789"
-IN_CI = os.environ.get("CI", "").lower() == "true"
-
-
-def need_service(host: str, port: int, name: str) -> None:
-    """Skip (locally) or fail (in CI) when a service the test needs is not listening."""
-    try:
-        socket.create_connection((host, port), timeout=1).close()
-    except OSError as exc:
-        message = f"{name} is not reachable at {host}:{port}: {exc}"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
-
-
-def decimal_json(body: bytes) -> dict:
-    """Parse JSON keeping every number exact (money must never pass through a float)."""
-    return json.loads(body, parse_float=Decimal)
 
 
 @pytest.fixture
@@ -101,7 +81,3 @@ async def gateway(make_gateway, config) -> Gateway:
 @pytest.fixture
 async def org(gateway) -> dict:
     return await gateway.new_org("100")
-
-
-def auth(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}

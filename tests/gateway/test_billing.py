@@ -9,8 +9,7 @@ import pytest
 from gateway.billing import Usage, token_cost
 from ledger import audit
 from ledger.events import RequestCompleted
-from tests.conftest import auth, decimal_json
-from tests.gateway.test_chat import chat_body, sse_lines
+from support import auth, chat_body, decimal_json, sse_lines
 
 
 async def _chat(gateway, key: str, text: str) -> Decimal:

@@ -9,14 +9,10 @@ import pytest
 
 from ledger.events import RequestCompleted
 from simulator.textgen import completion_text
-from tests.conftest import auth, decimal_json
+from support import auth, chat_body, decimal_json, sse_lines
 
 PROMPT_PRICE, COMPLETION_PRICE = Decimal("0.00000015"), Decimal("0.0000006")  # gpt-4o-mini
 RATE = Decimal("84.0")
-
-
-def chat_body(text: str = "hello there", **extra) -> dict:
-    return {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": text}], **extra}
 
 
 def prompt_tokens(text: str) -> int:
@@ -25,11 +21,6 @@ def prompt_tokens(text: str) -> int:
 
 async def request_events(gateway) -> list[RequestCompleted]:
     return [r.event for r in await gateway.events() if isinstance(r.event, RequestCompleted)]
-
-
-async def sse_lines(response: aiohttp.ClientResponse) -> list[bytes]:
-    return [line.removeprefix(b"data: ") async for line in response.content
-            if line.startswith(b"data: ") for line in [line.rstrip(b"\n")]]
 
 
 async def test_json_completion_carries_exact_usage_and_cost(gateway, org):

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ledger import projections
 from ledger.events import (
-    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, Event, OrgCreated, RequestCompleted, RetentionChanged,
+    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, Event, HoldReleased, MusicTrackRecorded,
+    OrgCreated, RequestCompleted, RetentionChanged,
 )
 from ledger.recorder import Append, Content, Recorded, Recorder
 
@@ -39,6 +40,19 @@ def request(request_id: str, *, charged: int = 0, key_id: str = "k1", status: in
     return RequestCompleted(request_id=request_id, key_id=key_id, route="/v1/chat/completions",
                             model="gpt-test", provider="sim", status=status, charged_inr_nano=charged,
                             content_id=content_id, **fields)
+
+
+def hold(hold_id: str, amount_inr_nano: int) -> CreditsHeld:
+    return CreditsHeld(hold_id=hold_id, request_id=f"req-{hold_id}", amount_inr_nano=amount_inr_nano)
+
+
+def release(hold_id: str, amount_inr_nano: int) -> HoldReleased:
+    return HoldReleased(hold_id=hold_id, amount_inr_nano=amount_inr_nano)
+
+
+def music(request_id: str, **fields) -> MusicTrackRecorded:
+    return MusicTrackRecorded(request_id=request_id, model="tune-3-clip-preview", provider="google",
+                              storage="s3", object_key=f"acme/{request_id}.mp3", size=3, etag='"e"', **fields)
 
 
 def content(content_id: str, body: bytes) -> Content:

@@ -14,15 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from ledger import audit
+from ledger import audit, projections
 from ledger.events import RequestCompleted, encode_event
 from ledger.recorder import (
-    GENESIS_HASH, AppendRejected, ConcurrencyError, CorruptEvent, Recorder, chain_hash,
+    GENESIS_HASH, AppendRejected, ConcurrencyError, CorruptEvent, InsufficientCredit, Recorder,
+    chain_hash,
 )
 from ledger.writer import GroupCommitWriter
 from ledger_helpers import (
-    HELLO_POSITION, POPULATED, append_ok, content, credits, key, org, populate, projection_tables,
-    recorded_of, request, retention, revoke, unit,
+    HELLO_POSITION, POPULATED, append_ok, content, credits, hold, key, music, org, populate,
+    projection_tables, recorded_of, release, request, retention, revoke, unit,
 )
 
 INT64_MAX = 2**63 - 1
@@ -323,7 +324,7 @@ class RecorderContract(abc.ABC):
         await scratch.open()
         try:
             assert await scratch.read() == []
-            assert await projection_tables(scratch) == {"orgs": [], "api_keys": [], "request_log": []}
+            assert await projection_tables(scratch) == {table: [] for table in projections.TABLES}
         finally:
             await scratch.close()
         assert len(await recorder.read()) == POPULATED
@@ -453,3 +454,46 @@ class RecorderContract(abc.ABC):
             assert await recorder.read() == [created, added]
         finally:
             await other.close()
+
+    # -- holds: reserved credit can never exceed what is available ------------------------------
+
+    async def test_a_hold_beyond_the_available_balance_is_rejected_alone(self, recorder):
+        await append_ok(recorder, unit("acme", org(), credits(100)))
+        outcomes = await recorder.append([
+            unit("acme", hold("h1", 60)), unit("acme", hold("h2", 60)), unit("acme", credits(1))])
+        assert isinstance(outcomes[1], InsufficientCredit)
+        assert not isinstance(outcomes[0], Exception) and not isinstance(outcomes[2], Exception)
+        assert await recorder.fetch("SELECT held_inr_nano, credits_inr_nano FROM orgs") == [(60, 101)]
+
+    async def test_credit_added_in_the_same_call_does_not_yet_cover_a_hold(self, recorder):
+        # Availability is read once per transaction, before it: conservative, never overspends.
+        outcomes = await recorder.append([unit("acme", org(), credits(100)), unit("acme", hold("h1", 1))])
+        assert isinstance(outcomes[1], InsufficientCredit)
+
+    async def test_settling_a_hold_moves_it_to_spend_and_frees_nothing_extra(self, recorder):
+        await append_ok(recorder, unit("acme", org(), credits(100)))
+        await append_ok(recorder, unit("acme", hold("h1", 40)))
+        await append_ok(recorder, unit("acme", release("h1", 40), request("r1", charged=40)))
+        assert await recorder.fetch("SELECT held_inr_nano, spent_inr_nano FROM orgs") == [(0, 40)]
+        outcomes = await recorder.append([unit("acme", hold("h2", 61))])
+        assert isinstance(outcomes[0], InsufficientCredit)
+
+    async def test_concurrent_holds_through_the_writer_admit_exactly_what_the_balance_covers(self, recorder):
+        await append_ok(recorder, unit("acme", org(), credits(5 * 70)))
+        writer = GroupCommitWriter(recorder)
+        writer.start()
+        results = await asyncio.gather(*[writer.append(unit("acme", hold(f"h{i}", 70))) for i in range(12)],
+                                       return_exceptions=True)
+        await writer.close()
+        assert sum(not isinstance(r, Exception) for r in results) == 5
+        assert all(isinstance(r, InsufficientCredit) for r in results if isinstance(r, Exception))
+
+    async def test_music_tracks_and_idempotency_keys_are_projected(self, recorder):
+        await append_ok(recorder, unit("acme", org()))
+        [[track]] = await append_ok(recorder, unit("acme", music("r1", idempotency_key="k", request_hash="h1")))
+        await append_ok(recorder, unit("acme", music("r2", idempotency_key="k", request_hash="h2")))
+        assert await recorder.fetch("SELECT request_id, org_id, storage, object_key, size, expired_at_us"
+                                    " FROM music_tracks ORDER BY position") == [
+            ("r1", "acme", "s3", "acme/r1.mp3", 3, None), ("r2", "acme", "s3", "acme/r2.mp3", 3, None)]
+        assert await recorder.fetch("SELECT request_hash, request_id FROM idempotency_keys") == [("h2", "r2")]
+        assert (await audit.verify(recorder))[1] == []

@@ -1,0 +1,226 @@
+"""Helpers for the gateway tests: the real `gateway` command in subprocesses, temp configs.
+
+Every subprocess runs with a timeout and is killed if it outlives its test, so nothing here
+can hang the suite.
+"""
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+GATEWAY_BIN = str(Path(sys.executable).with_name("gateway"))
+CLI_TIMEOUT_S = 60.0
+READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 20.0
+# Variables of the environment that would change what the gateway under test does.
+_PROVIDER_SECRETS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without GATEWAY_* or provider keys, plus `extra`."""
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith("GATEWAY_") and name not in _PROVIDER_SECRETS}
+    env.update(extra)
+    return env
+
+
+def ledger_toml(ledger: Path, extra: str = "") -> str:
+    return f'[ledger]\nurl = "sqlite:///{ledger}"\n{extra}'
+
+
+def write_config(tmp_path: Path, text: str, name: str = "gateway.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+            timeout: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess:
+    """`gateway ARGS...` to completion (killed, raising TimeoutExpired, after `timeout`)."""
+    return subprocess.run([GATEWAY_BIN, *args], capture_output=True, text=True, cwd=cwd,
+                          env=clean_env() if env is None else env, timeout=timeout)
+
+
+async def run_cli_async(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`run_cli` without blocking the event loop (an in-process gateway keeps serving)."""
+    proc = await asyncio.create_subprocess_exec(
+        GATEWAY_BIN, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=clean_env() if env is None else env)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), CLI_TIMEOUT_S)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    return subprocess.CompletedProcess([GATEWAY_BIN, *args], proc.returncode, out.decode(), err.decode())
+
+
+def one_json_object(stdout: str) -> dict:
+    """The single JSON object a CLI command printed (fails on anything else)."""
+    lines = stdout.splitlines()
+    assert len(lines) == 1, f"expected exactly one line of output, got {stdout!r}"
+    obj = json.loads(lines[0])
+    assert isinstance(obj, dict), stdout
+    return obj
+
+
+def count_events(db: Path) -> int:
+    """How many events the ledger file holds (0 when it does not exist yet)."""
+    if not db.exists():
+        return 0
+    connection = sqlite3.connect(db)
+    try:
+        (count,), = connection.execute("SELECT COUNT(*) FROM events").fetchall()
+        return count
+    finally:
+        connection.close()
+
+
+def json_lines(text: str) -> list[dict]:
+    """Every line of `text` that is a JSON object (log lines), in order."""
+    found = []
+    for line in text.splitlines():
+        with contextlib.suppress(ValueError):
+            obj = json.loads(line)
+            if isinstance(obj, dict):
+                found.append(obj)
+    return found
+
+
+def closed_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def port_is_open(url: str) -> bool:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def children_of(pid: int) -> list[int]:
+    """The pids whose parent is `pid` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            stat = (entry / "stat").read_text()
+            ppid = int(stat.rpartition(")")[2].split()[1])  # the field after the state
+            if ppid == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def is_running(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+class GatewayProcess:
+    """A running `gateway serve` or `gateway demo`, its output collected line by line."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.stdout_lines: list[str] = []
+        self.stderr_lines: list[str] = []
+        self._readers = [asyncio.create_task(self._collect(proc.stdout, self.stdout_lines)),
+                         asyncio.create_task(self._collect(proc.stderr, self.stderr_lines))]
+
+    @staticmethod
+    async def _collect(stream: asyncio.StreamReader, sink: list[str]) -> None:
+        while line := await stream.readline():
+            sink.append(line.decode(errors="replace"))
+
+    @property
+    def stdout(self) -> str:
+        return "".join(self.stdout_lines)
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.stderr_lines)
+
+    async def wait_for_output(self, found: Callable[[str, str], object],
+                              timeout: float = READY_TIMEOUT_S) -> object:
+        """Poll until `found(stdout, stderr)` is truthy; fail if the process dies or time runs out."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = found(self.stdout, self.stderr)
+            if result:
+                return result
+            if self.proc.returncode is not None or time.monotonic() > deadline:
+                await asyncio.sleep(0.2)  # let the readers drain what is left
+                raise AssertionError(
+                    f"gateway never got ready (exit {self.proc.returncode});\n"
+                    f"stdout:\n{self.stdout}\nstderr:\n{self.stderr}")
+            await asyncio.sleep(0.05)
+
+    async def ready_url(self) -> str:
+        """The URL of the `gateway_ready` log line on stderr."""
+        def ready(_stdout: str, stderr: str) -> str | None:
+            return next((line["url"] for line in json_lines(stderr)
+                         if line.get("event") == "gateway_ready"), None)
+        return await self.wait_for_output(ready)
+
+    async def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Send `sig`, wait for the exit (kill after STOP_TIMEOUT_S), return the exit code."""
+        self.proc.send_signal(sig)
+        try:
+            code = await asyncio.wait_for(self.proc.wait(), STOP_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            self.proc.kill()
+            await self.proc.wait()
+            raise AssertionError(f"gateway did not stop within {STOP_TIMEOUT_S} s of {sig!r}") from None
+        await asyncio.wait_for(asyncio.gather(*self._readers), 5)
+        return code
+
+    async def close(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+        for reader in self._readers:
+            reader.cancel()
+        await asyncio.gather(*self._readers, return_exceptions=True)
+
+
+@contextlib.asynccontextmanager
+async def gateway_process(*args: str, env: dict[str, str], cwd: Path | None = None
+                          ) -> AsyncIterator[GatewayProcess]:
+    """`gateway ARGS...` running for the duration of the block, killed if still alive after it."""
+    proc = await asyncio.create_subprocess_exec(
+        GATEWAY_BIN, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL, env=env, cwd=cwd, start_new_session=True)
+    running = GatewayProcess(proc)
+    try:
+        yield running
+    finally:
+        await running.close()
+
+
+def chat_body(content: str = "hello [sim:tokens=3]", model: str = "gpt-4o-mini") -> dict:
+    return {"model": model, "messages": [{"role": "user", "content": content}]}

@@ -1,0 +1,352 @@
+"""The `gateway` command as a user runs it (DESIGN §7): admin and ledger commands, serve, demo."""
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import sqlite3
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from support import PROVIDER_KEY, auth, decimal_json
+from gateway_helpers import (
+    chat_body, children_of, clean_env, cmdline, count_events, gateway_process, is_running,
+    ledger_toml, one_json_object, port_is_open, run_cli, run_cli_async, write_config,
+)
+
+ORG_ID = re.compile(r"org_[0-9a-f]{24}")
+KEY_ID = re.compile(r"key_[0-9a-f]{24}")
+API_KEY = re.compile(r"gwk_[A-Za-z0-9_-]{43,}")
+
+
+@pytest.fixture
+def db(tmp_path) -> Path:
+    return tmp_path / "ledger.db"
+
+
+@pytest.fixture
+def cfg(tmp_path, db) -> str:
+    return str(write_config(tmp_path, ledger_toml(db)))
+
+
+def ok(*args: str) -> dict:
+    """Run a command that must succeed and print one JSON object; return it (numbers exact)."""
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stderr
+    one_json_object(result.stdout)
+    return decimal_json(result.stdout.encode())
+
+
+def fails(*args: str) -> str:
+    """Run a command that must fail without output on stdout; return its stderr."""
+    result = run_cli(*args)
+    assert result.returncode != 0
+    assert result.stdout == ""
+    return result.stderr
+
+
+def new_org(cfg: str, *extra: str) -> dict:
+    return ok("admin", "create-org", "acme", *extra, "--config", cfg)
+
+
+# --- admin commands -------------------------------------------------------------------------
+
+
+def test_create_org_prints_org_id_and_api_key(cfg):
+    org = new_org(cfg)
+    assert ORG_ID.fullmatch(org["org_id"])
+    assert API_KEY.fullmatch(org["api_key"])
+
+
+def test_create_org_with_config_before_the_command(cfg):
+    org = ok("--config", cfg, "admin", "create-org", "acme")
+    assert ORG_ID.fullmatch(org["org_id"])
+    assert API_KEY.fullmatch(org["api_key"])
+
+
+def test_create_org_with_opening_credits_sets_the_balance(cfg):
+    org = new_org(cfg, "--credits-inr", "100.5")
+    balance = ok("admin", "balance", org["org_id"], "--config", cfg)
+    assert balance["org_id"] == org["org_id"]
+    assert balance["balance_inr"] == Decimal("100.5")
+
+
+def test_create_org_without_credits_has_zero_balance(cfg):
+    org = new_org(cfg)
+    assert ok("admin", "balance", org["org_id"], "--config", cfg)["balance_inr"] == 0
+
+
+def test_create_key_prints_key_id_and_api_key(cfg):
+    org = new_org(cfg)
+    key = ok("--config", cfg, "admin", "create-key", org["org_id"])
+    assert KEY_ID.fullmatch(key["key_id"])
+    assert API_KEY.fullmatch(key["api_key"])
+    assert key["api_key"] != org["api_key"]
+
+
+def test_create_key_with_config_between_admin_and_action(cfg):
+    org = new_org(cfg)
+    key = ok("admin", "--config", cfg, "create-key", org["org_id"])
+    assert KEY_ID.fullmatch(key["key_id"])
+
+
+def test_balance_is_an_exact_json_number_after_add_credits(cfg):
+    org = new_org(cfg, "--credits-inr", "100.5")
+    added = ok("admin", "add-credits", org["org_id"], "0.25", "--config", cfg)
+    assert added["balance_inr"] == Decimal("100.75")
+    result = run_cli("--config", cfg, "admin", "balance", org["org_id"])
+    assert result.returncode == 0
+    balance = one_json_object(result.stdout)
+    assert '"balance_inr":100.75' in result.stdout.replace(" ", "")  # a number, not a string
+    assert set(balance) >= {"org_id", "balance_inr"}
+    assert decimal_json(result.stdout.encode())["balance_inr"] == Decimal("100.75")
+
+
+def test_add_credits_keeps_nine_decimal_places_exactly(cfg):
+    org = new_org(cfg, "--credits-inr", "0.1")
+    ok("admin", "add-credits", org["org_id"], "0.000000002", "--config", cfg)
+    assert ok("admin", "balance", org["org_id"], "--config", cfg)["balance_inr"] == Decimal("0.100000002")
+
+
+def test_revoke_key_prints_the_revoked_key(cfg):
+    org = new_org(cfg)
+    key = ok("admin", "create-key", org["org_id"], "--config", cfg)
+    revoked = ok("admin", "revoke-key", key["key_id"], "--config", cfg)
+    assert revoked == {"key_id": key["key_id"], "org_id": org["org_id"], "revoked": True}
+
+
+def test_revoking_twice_succeeds_and_writes_one_event(cfg, db):
+    org = new_org(cfg)
+    ok("admin", "revoke-key", org["key_id"], "--config", cfg)
+    events = count_events(db)
+    ok("admin", "revoke-key", org["key_id"], "--config", cfg)
+    assert count_events(db) == events
+
+
+def test_set_retention_prints_the_new_mode(cfg):
+    org = new_org(cfg)
+    assert ok("admin", "set-retention", org["org_id"], "none", "--config", cfg) == \
+        {"org_id": org["org_id"], "retention": "none"}
+
+
+def test_create_org_with_retention_none(cfg, db):
+    new_org(cfg, "--retention", "none")
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        assert connection.execute("SELECT retention FROM orgs").fetchall() == [("none",)]
+
+
+# --- bad input: non-zero exit, clear message, no event --------------------------------------
+
+
+@pytest.mark.parametrize("command", [
+    ("balance", "org_nope"),
+    ("add-credits", "org_nope", "5"),
+    ("create-key", "org_nope"),
+    ("set-retention", "org_nope", "none"),
+])
+def test_unknown_org_is_refused(cfg, db, command):
+    new_org(cfg)
+    events = count_events(db)
+    assert fails("admin", *command, "--config", cfg) == "gateway: error: no organization org_nope\n"
+    assert count_events(db) == events
+
+
+def test_unknown_key_cannot_be_revoked(cfg, db):
+    new_org(cfg)
+    events = count_events(db)
+    assert fails("admin", "revoke-key", "key_nope", "--config", cfg) == "gateway: error: no key key_nope\n"
+    assert count_events(db) == events
+
+
+@pytest.mark.parametrize(("amount", "message"), [
+    ("-5", "gateway: error: amount must be positive, got -5\n"),
+    ("0", "gateway: error: amount must be positive, got 0\n"),
+    ("abc", "gateway: error: not a decimal amount: 'abc'\n"),
+    ("NaN", "gateway: error: not a finite amount: 'NaN'\n"),
+    ("Infinity", "gateway: error: not a finite amount: 'Infinity'\n"),
+    ("0.0000000001", "gateway: error: amount 0.0000000001 has more than 9 decimal places\n"),
+])
+def test_bad_credit_amount_is_refused_without_an_event(cfg, db, amount, message):
+    org = new_org(cfg, "--credits-inr", "10")
+    events = count_events(db)
+    assert fails("admin", "add-credits", org["org_id"], amount, "--config", cfg) == message
+    assert count_events(db) == events
+
+
+@pytest.mark.parametrize("amount", ["1000000000.000000001", "1e30", "1e400"])
+def test_credit_amount_above_the_limit_is_refused(cfg, db, amount):
+    org = new_org(cfg)
+    events = count_events(db)
+    assert fails("admin", "add-credits", org["org_id"], amount, "--config", cfg) == \
+        f"gateway: error: amount {amount} is above the limit of 1000000000 INR per operation\n"
+    assert count_events(db) == events
+
+
+def test_credit_amount_at_the_limit_is_accepted(cfg):
+    org = new_org(cfg)
+    added = ok("admin", "add-credits", org["org_id"], "1000000000", "--config", cfg)
+    assert added["balance_inr"] == Decimal("1000000000")
+
+
+def test_negative_opening_credits_create_no_org(cfg, db):
+    stderr = fails("admin", "create-org", "acme", "--credits-inr", "-3", "--config", cfg)
+    assert stderr == "gateway: error: amount must be positive, got -3\n"
+    assert count_events(db) == 0
+
+
+def test_bad_retention_is_refused_by_create_org(cfg, db):
+    new_org(cfg)
+    events = count_events(db)
+    result = run_cli("admin", "create-org", "x", "--retention", "forever", "--config", cfg)
+    assert result.returncode == 2
+    assert "invalid choice: 'forever'" in result.stderr
+    assert count_events(db) == events
+
+
+def test_bad_retention_is_refused_by_set_retention(cfg, db):
+    org = new_org(cfg)
+    events = count_events(db)
+    result = run_cli("admin", "set-retention", org["org_id"], "forever", "--config", cfg)
+    assert result.returncode == 2
+    assert "invalid choice: 'forever'" in result.stderr
+    assert count_events(db) == events
+
+
+def test_unsupported_ledger_url_is_refused(tmp_path):
+    cfg = write_config(tmp_path, '[ledger]\nurl = "mysql://db/ledger"\n')
+    result = run_cli("admin", "balance", "x", "--config", str(cfg))
+    assert result.returncode == 1
+    assert result.stderr == ("gateway: error: unsupported ledger URL 'mysql://db/ledger':"
+                             " expected sqlite:///path\n")
+
+
+# --- ledger verify / replay -----------------------------------------------------------------
+
+
+def test_verify_passes_on_a_fresh_ledger(cfg, db):
+    result = run_cli("ledger", "verify", "--config", cfg)
+    assert result.returncode == 0, result.stderr
+    assert one_json_object(result.stdout) == {"ok": True, "events_checked": 0, "problems": []}
+    assert db.exists()  # any command creates the ledger on first use
+
+
+def test_verify_passes_after_admin_commands(cfg):
+    org = new_org(cfg, "--credits-inr", "5")
+    ok("admin", "create-key", org["org_id"], "--config", cfg)
+    result = run_cli("--config", cfg, "ledger", "verify")
+    assert result.returncode == 0
+    assert one_json_object(result.stdout) == {"ok": True, "events_checked": 4, "problems": []}
+
+
+def test_replay_on_a_fresh_ledger(cfg):
+    result = run_cli("ledger", "replay", "--config", cfg)
+    assert result.returncode == 0, result.stderr
+    assert one_json_object(result.stdout) == {"replayed_events": 0, "ok": True}
+
+
+async def test_verify_and_replay_pass_after_traffic(gateway, org, config, tmp_path):
+    for content in ("one [sim:tokens=3]", "two [sim:tokens=5]", "fail [sim:status=503]"):
+        response = await gateway.client.post("/v1/chat/completions", json=chat_body(content),
+                                              headers=auth(org["api_key"]))
+        await response.read()
+    cfg = str(write_config(tmp_path, f'[ledger]\nurl = "{config.ledger.url}"\n'))
+    events = len(await gateway.events())
+    assert events == 2 + 1 + 3  # org, key, opening credits; three requests
+
+    verified = await run_cli_async("ledger", "verify", "--config", cfg)
+    assert verified.returncode == 0, verified.stderr
+    assert one_json_object(verified.stdout) == {"ok": True, "events_checked": events, "problems": []}
+
+    balance_before = await gateway.balance(org["org_id"])
+    replayed = await run_cli_async("--config", cfg, "ledger", "replay")
+    assert replayed.returncode == 0, replayed.stderr
+    assert one_json_object(replayed.stdout) == {"replayed_events": events, "ok": True}
+    assert await gateway.balance(org["org_id"]) == balance_before
+
+    again = await run_cli_async("ledger", "verify", "--config", cfg)
+    assert again.returncode == 0
+    assert one_json_object(again.stdout)["ok"] is True
+
+
+# --- serve ----------------------------------------------------------------------------------
+
+
+async def test_serve_answers_a_chat_and_exits_0_on_sigterm(tmp_path, sim_url, cfg):
+    org = new_org(cfg, "--credits-inr", "10")
+    env = clean_env(GATEWAY_PROVIDERS_OPENAI_BASE_URL=f"{sim_url}/v1",
+                    GATEWAY_PROVIDERS_OPENAI_API_KEY=PROVIDER_KEY)
+    async with gateway_process("serve", "--port", "0", "--config", cfg, env=env) as served:
+        url = await served.ready_url()
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+", url)
+        async with aiohttp.ClientSession() as session:
+            async with session.post(f"{url}/v1/chat/completions", json=chat_body("hi [sim:tokens=3]"),
+                                    headers=auth(org["api_key"])) as response:
+                assert response.status == 200
+                body = decimal_json(await response.read())
+        assert body["choices"][0]["message"]["content"] == "the quick brown "
+        assert body["usage"]["completion_tokens"] == 3
+        assert await served.stop(signal.SIGTERM) == 0
+    assert "gateway_stopping" in served.stderr
+    balance = ok("admin", "balance", org["org_id"], "--config", cfg)
+    assert balance["balance_inr"] == Decimal("10") - body["usage"]["cost_inr"]
+
+
+async def test_serve_refuses_more_than_one_worker(cfg):
+    result = await run_cli_async("serve", "--port", "0", "--workers", "2", "--config", cfg)
+    assert result.returncode == 1
+    assert result.stderr == ("gateway: error: --workers above 1 is not available yet;"
+                             " run one process per port\n")
+
+
+def test_serve_exits_when_start_up_fails_instead_of_hanging(tmp_path):
+    cfg = write_config(tmp_path, ledger_toml(tmp_path / "ledger.db", '[catalogue]\npath = "/nonexistent/cat.json"\n'))
+    result = run_cli("serve", "--port", "0", "--config", str(cfg), timeout=20)
+    assert result.returncode == 1
+    assert "No such file or directory: '/nonexistent/cat.json'" in result.stderr
+    assert "gateway_ready" not in result.stderr
+
+
+# --- demo -----------------------------------------------------------------------------------
+
+BANNER_URL = re.compile(r"Model gateway demo is running at (http://\S+)")
+BANNER_SIM = re.compile(r"upstream simulator: (http://\S+)")
+BANNER_KEY = re.compile(r"demo API key:\s+(gwk_[A-Za-z0-9_-]{43,})")
+
+
+async def test_demo_serves_its_printed_key_and_stops_cleanly_on_sigint(tmp_path):
+    simulators: list[int] = []
+    try:
+        async with gateway_process("demo", "--port", "0", env=clean_env(), cwd=tmp_path) as demo:
+            banner = await demo.wait_for_output(
+                lambda stdout, _stderr: stdout if "Press Ctrl+C to stop." in stdout else None)
+            url = BANNER_URL.search(banner).group(1)
+            sim = BANNER_SIM.search(banner).group(1)
+            key = BANNER_KEY.search(banner).group(1)
+            assert f"Authorization: Bearer {key}" in banner
+            simulators = [pid for pid in children_of(demo.proc.pid) if "simulator" in cmdline(pid)]
+            assert len(simulators) == 1
+            assert (tmp_path / "data" / "gateway.db").exists()
+
+            async with aiohttp.ClientSession() as session:
+                async with session.post(f"{url}/v1/chat/completions", json=chat_body("Hello"),
+                                        headers=auth(key)) as response:
+                    assert response.status == 200
+                    body = await response.json()
+            assert body["object"] == "chat.completion"
+            assert body["choices"][0]["message"]["content"]
+
+            assert await demo.stop(signal.SIGINT) == 0
+        deadline = time.monotonic() + 5
+        while (is_running(simulators[0]) or port_is_open(sim)) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert not is_running(simulators[0])
+        assert not port_is_open(sim)
+    finally:
+        for pid in simulators:  # never leave the demo's simulator behind
+            if is_running(pid) and "simulator" in cmdline(pid):
+                os.kill(pid, signal.SIGKILL)
