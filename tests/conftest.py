@@ -81,3 +81,30 @@ async def gateway(make_gateway, config) -> Gateway:
 @pytest.fixture
 async def org(gateway) -> dict:
     return await gateway.new_org("100")
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """An S3 API server (moto in server mode) in this process; yields its endpoint URL."""
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    # werkzeug logs every request to stderr; keep failing tests' captured output readable.
+    werkzeug_log = logging.getLogger("werkzeug")
+    level = werkzeug_log.level
+    werkzeug_log.setLevel(logging.WARNING)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()  # returns once the socket is bound, so port 0 has become a real port
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+    werkzeug_log.setLevel(level)
+
+
+@pytest.fixture
+def s3_bucket() -> str:
+    """A bucket name no other test uses (the bucket itself is not created)."""
+    import uuid
+
+    return f"test-{uuid.uuid4().hex}"
