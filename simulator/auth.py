@@ -1,16 +1,20 @@
-"""Credential check for ``/v1/`` routes: the simulator accepts any non-empty key, but demands one.
+"""Credential checks for the provider routes: any non-empty key is accepted, but one is demanded.
 
 Gateways must forward a provider key; a request without one is a gateway bug the
-tests should see, so it gets the provider's 401 rather than a silent success.
+tests should see, so it gets the provider's own 401 rather than a silent success.
+
+    /v1/*      OpenAI: ``Authorization: Bearer <key>``
+    /v1beta/*  Gemini: ``x-goog-api-key: <key>`` header, or the ``key`` query parameter
 """
 
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from simulator.openai_wire import error_response
+from simulator import gemini_wire, openai_wire
 
-PROTECTED_PREFIX = "/v1/"
+OPENAI_PREFIX = "/v1/"
+GEMINI_PREFIX = "/v1beta/"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -21,13 +25,28 @@ def bearer_token(request: web.Request) -> str:
     return token.strip() if scheme.lower() == "bearer" else ""
 
 
-@web.middleware
-async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Answer 401 (OpenAI-style) to ``/v1/`` requests without a non-empty bearer token."""
-    if request.path.startswith(PROTECTED_PREFIX) and not bearer_token(request):
-        return error_response(
+def goog_api_key(request: web.Request) -> str:
+    """The Gemini API key: the ``x-goog-api-key`` header, else ``?key=``; "" when neither is set."""
+    return request.headers.get("x-goog-api-key", "").strip() or request.query.get("key", "").strip()
+
+
+def credential_error(request: web.Request) -> web.Response | None:
+    """The provider's 401 when `request` lacks the credential its route family needs, else None."""
+    if request.path.startswith(OPENAI_PREFIX) and not bearer_token(request):
+        return openai_wire.error_response(
             401,
             "Incorrect API key provided: send 'Authorization: Bearer <key>' with a non-empty key.",
             code="invalid_api_key",
         )
-    return await handler(request)
+    if request.path.startswith(GEMINI_PREFIX) and not goog_api_key(request):
+        return gemini_wire.error_response(
+            401, "Method requires an API key: send 'x-goog-api-key: <key>' or '?key=<key>'."
+        )
+    return None
+
+
+@web.middleware
+async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Answer 401 (in the route family's format) to provider requests without a credential."""
+    error = credential_error(request)
+    return error if error is not None else await handler(request)

@@ -8,6 +8,7 @@ from aiohttp import web
 
 from simulator.connection import wait_until_gone
 from simulator.plan import Plan
+from simulator.recording import RECORD_KEY, Outcome
 
 
 async def delay_headers(request: web.Request, plan: Plan) -> bool:
@@ -33,3 +34,9 @@ async def pace(request: web.Request, seconds: float) -> bool:
 def stream_cut(plan: Plan) -> int | None:
     """After how many token chunks a stream stops early (drop_after wins over hang_after)."""
     return plan.drop_after if plan.drop_after is not None else plan.hang_after
+
+
+def abandoned(request: web.Request, outcome: Outcome) -> web.Response:
+    """Settle a request that gets no response; aiohttp's attempt to send this one fails quietly."""
+    request[RECORD_KEY].settle(outcome)
+    return web.Response()

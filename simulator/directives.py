@@ -6,16 +6,18 @@ Grammar (several markers allowed; for a repeated NAME the last one wins)::
     NAME      := one or more of [a-z_]
     VALUE     := zero or more characters other than "]"
 
-Known names and their values (see `Directives`); an unknown NAME, a VALUE of the
-wrong type, or a ``[sim:`` that does not start a well-formed marker is an error,
-because a silently ignored typo would make a test pass for the wrong reason.
+Each route family knows its own names and values (`Directives` for chat,
+`MusicDirectives` for music); an unknown NAME (including one that only another
+route knows), a VALUE of the wrong type, or a ``[sim:`` that does not start a
+well-formed marker is an error, because a silently ignored typo would make a
+test pass for the wrong reason.
 Text without the substring ``[sim:`` is never regex-scanned, so directive-free
 traffic pays one substring search per text piece.
 """
 
 import re
 from collections.abc import Iterable
-from typing import Annotated
+from typing import Annotated, Literal, TypeVar
 
 import msgspec
 
@@ -23,6 +25,7 @@ MARKER = "[sim:"
 _DIRECTIVE = re.compile(r"\[sim:([a-z_]+)(?:=([^\]]*))?\]")
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+ErrorStatus = Annotated[int, msgspec.Meta(ge=400, le=599)]
 
 
 class DirectiveError(ValueError):
@@ -42,7 +45,7 @@ class Directives(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         TCP connection; (non-stream) abort without any response.
     """
 
-    status: Annotated[int, msgspec.Meta(ge=400, le=599)] | None = None
+    status: ErrorStatus | None = None
     latency_ms: NonNegative | None = None
     tps: Annotated[float, msgspec.Meta(ge=0)] | None = None
     tokens: NonNegative | None = None
@@ -51,20 +54,63 @@ class Directives(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     drop_after: NonNegative | None = None
 
 
+class MusicDirectives(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Per-request overrides of a music generation; None / False means "not given".
+
+    status, latency_ms, hang: as in `Directives`.
+    drop_after: abort the TCP connection without any response (the value is ignored:
+        a music answer is one JSON body, it cannot be cut after K pieces).
+    block: answer with a safety refusal: "prompt" (200, promptFeedback.blockReason and
+        no candidates), "candidate" (200, a candidate stopped for SAFETY without audio)
+        or "400" (HTTP 400 saying the prompt was blocked).
+    no_audio: a normal answer whose candidate has only the text part.
+    """
+
+    status: ErrorStatus | None = None
+    latency_ms: NonNegative | None = None
+    hang: bool = False
+    drop_after: NonNegative | None = None
+    block: Literal["prompt", "candidate", "400"] | None = None
+    no_audio: bool = False
+
+
 NO_DIRECTIVES = Directives()
+NO_MUSIC_DIRECTIVES = MusicDirectives()
+
+_Schema = TypeVar("_Schema", Directives, MusicDirectives)
 
 
 def parse_directives(texts: Iterable[str]) -> Directives:
-    """Collect the directives of all `texts`; raises DirectiveError on a bad marker."""
+    """Collect the chat directives of all `texts`; raises DirectiveError on a bad marker."""
+    return _convert(_collect(texts), NO_DIRECTIVES)
+
+
+def parse_music_directives(texts: Iterable[str]) -> MusicDirectives:
+    """Collect the music directives of all `texts`; raises DirectiveError on a bad marker."""
+    return _convert(_collect(texts), NO_MUSIC_DIRECTIVES)
+
+
+def strip_markers(text: str) -> str:
+    """`text` without its well-formed directive markers."""
+    return _DIRECTIVE.sub("", text) if MARKER in text else text
+
+
+def _collect(texts: Iterable[str]) -> dict[str, str | bool]:
+    """NAME -> VALUE over all `texts`, the last marker of a NAME winning."""
     raw: dict[str, str | bool] = {}
     for text in texts:
         if MARKER in text:  # the cheap test keeps directive-free traffic off the regex
             raw.update(_markers(text))
+    return raw
+
+
+def _convert(raw: dict[str, str | bool], empty: _Schema) -> _Schema:
+    """`raw` as the schema of `empty`; `empty` itself when no directive was given."""
     if not raw:
-        return NO_DIRECTIVES
+        return empty
     try:
         # strict=False lets msgspec coerce the textual values ("429") to the field types.
-        return msgspec.convert(raw, Directives, strict=False)
+        return msgspec.convert(raw, type(empty), strict=False)
     except msgspec.ValidationError as exc:
         raise DirectiveError(f"invalid simulator directive: {exc}") from exc
 

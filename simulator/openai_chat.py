@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from simulator.behaviour import delay_headers, pace, stream_cut
+from simulator.behaviour import abandoned, delay_headers, pace, stream_cut
 from simulator.connection import drop_connection, wait_until_gone
 from simulator.directives import DirectiveError, Directives, parse_directives
 from simulator.openai_wire import (
@@ -73,7 +73,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return error_response(400, str(exc))
     plan = make_plan(request.app[SETTINGS_KEY], directives, chat.token_limit)
     if not await delay_headers(request, plan):
-        return _abandoned(request, "disconnected")
+        return abandoned(request, "disconnected")
     if plan.status is not None:
         return simulated_error(plan.status)
     reply = Reply(_completion_id(), int(time.time()), chat.model, count_prompt_tokens(texts), plan)
@@ -108,14 +108,14 @@ async def _respond_json(request: web.Request, reply: Reply) -> web.StreamRespons
     plan = reply.plan
     if plan.drop_after is not None:
         drop_connection(request)
-        return _abandoned(request, "dropped")
+        return abandoned(request, "dropped")
     if plan.hang_after is not None:
         # A JSON body cannot be sent in part, so "hang after K tokens" means never answering.
         await wait_until_gone(request)
-        return _abandoned(request, "disconnected")
+        return abandoned(request, "disconnected")
     # A real provider takes as long to generate a JSON answer as to stream it.
     if not await pace(request, generation_time(plan)):
-        return _abandoned(request, "disconnected")
+        return abandoned(request, "disconnected")
     return json_response(reply.body(completion_text(plan.tokens)))
 
 
@@ -169,12 +169,6 @@ async def _send_tokens(
             return False
         await response.write(encoder.token(text))
     return True
-
-
-def _abandoned(request: web.Request, outcome: Outcome) -> web.Response:
-    """Settle a request that gets no response; aiohttp's attempt to send this one fails quietly."""
-    request[RECORD_KEY].settle(outcome)
-    return web.Response()
 
 
 def _completion_id() -> str:

@@ -2,7 +2,7 @@
 
 import msgspec
 
-from simulator.directives import Directives
+from simulator.directives import Directives, MusicDirectives
 from simulator.settings import Settings
 
 
@@ -39,6 +39,20 @@ def make_plan(settings: Settings, directives: Directives, limit: int | None) -> 
         status=directives.status,
         hang=directives.hang,
         hang_after=directives.hang_after,
+        drop_after=directives.drop_after,
+    )
+
+
+def make_music_plan(settings: Settings, directives: MusicDirectives) -> Plan:
+    """The Plan of an answer sent as one piece (no tokens): latency, hang, status and drop."""
+    latency_ms = settings.latency_ms if directives.latency_ms is None else directives.latency_ms
+    return Plan(
+        latency_s=latency_ms / 1000,
+        tokens=0,
+        truncated=False,
+        token_interval_s=0.0,
+        status=directives.status,
+        hang=directives.hang,
         drop_after=directives.drop_after,
     )
 

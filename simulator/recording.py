@@ -1,6 +1,7 @@
-"""The record of requests received under ``/v1/`` and the ``/_sim/*`` control routes.
+"""The record of provider requests (``/v1/``, ``/v1beta/``) and the ``/_sim/*`` control routes.
 
-Every ``/v1/`` request is recorded when it arrives (outcome "pending") and settled
+Every provider request (path under one of RECORDED_PREFIXES, the OpenAI and the
+Gemini route families) is recorded when it arrives (outcome "pending") and settled
 exactly once; the first settlement wins, so a handler that knows better (a stream
 that was dropped or whose client left) overrides the middleware's generic verdict.
 
@@ -25,7 +26,7 @@ from simulator.connection import client_gone
 
 Outcome = Literal["completed", "disconnected", "error", "dropped", "pending"]
 
-RECORDED_PREFIX = "/v1/"
+RECORDED_PREFIXES = ("/v1/", "/v1beta/")
 # Benchmarks send many requests; keep memory bounded by forgetting the oldest.
 RECORD_LIMIT = 10_000
 
@@ -101,8 +102,8 @@ def decode_body(raw: bytes) -> Any:
 
 @web.middleware
 async def recording_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Record ``/v1/`` requests and settle their outcome; handlers find the record at RECORD_KEY."""
-    if not request.path.startswith(RECORDED_PREFIX):
+    """Record provider requests and settle their outcome; handlers find the record at RECORD_KEY."""
+    if not request.path.startswith(RECORDED_PREFIXES):
         return await handler(request)
     record = request.app[RECORDER_KEY].add(request, decode_body(await request.read()))
     request[RECORD_KEY] = record
