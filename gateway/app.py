@@ -11,16 +11,18 @@ from gateway import providers
 from gateway.catalogue import Catalogue
 from gateway.config import Config
 from gateway.directory import Directory
-from gateway.handlers import setup_routes
+from gateway.handlers import MAX_BODY_BYTES, setup_routes
+from gateway.idempotency import IdempotencyKeys
 from gateway.middleware import authenticate, observe
 from gateway.services import Services
+from gateway.signing import Signer
 from gateway.state import SERVICES
 from ledger.backends import recorder_for
 from ledger.follower import LogFollower
 from ledger.recorder import Recorder
 from ledger.writer import GroupCommitWriter
+from storage.objects import ObjectStore
 
-MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
 class Ledger(msgspec.Struct, frozen=True):
@@ -34,12 +36,13 @@ CONFIG = web.AppKey("config", Config)
 LEDGER = web.AppKey("ledger", Ledger)
 UPSTREAM = web.AppKey("upstream", aiohttp.ClientSession)
 REDIS = web.AppKey("redis", Redis | None)
+STORE = web.AppKey("store", ObjectStore | None)
 
 
 def create_app(config: Config) -> web.Application:
-    app = web.Application(middlewares=[observe, authenticate], client_max_size=MAX_BODY_BYTES)
+    app = web.Application(middlewares=[observe, authenticate], client_max_size=MAX_BODY_BYTES)  # per-route limits in handlers
     app[CONFIG] = config
-    app.cleanup_ctx.extend([ledger_ctx, upstream_ctx, redis_ctx, services_ctx])
+    app.cleanup_ctx.extend([ledger_ctx, upstream_ctx, redis_ctx, storage_ctx, services_ctx])
     setup_routes(app)
     return app
 
@@ -76,10 +79,27 @@ async def redis_ctx(app: web.Application) -> AsyncIterator[None]:
         await app[REDIS].aclose()
 
 
+async def storage_ctx(app: web.Application) -> AsyncIterator[None]:
+    """One S3 client per process when object storage is configured."""
+    storage = app[CONFIG].storage
+    if not storage.configured:
+        app[STORE] = None
+        yield
+        return
+    async with ObjectStore.connect(
+            endpoint_url=storage.s3_endpoint_url, region=storage.s3_region,
+            access_key_id=storage.s3_access_key_id, secret_access_key=storage.s3_secret_access_key,
+            bucket=storage.s3_bucket) as store:
+        app[STORE] = store
+        yield
+
+
 async def services_ctx(app: web.Application) -> AsyncIterator[None]:
     """What handlers use, assembled from the resources above."""
     config, ledger = app[CONFIG], app[LEDGER]
     app[SERVICES] = Services(
         config, Catalogue.load(config.catalogue.path or None), ledger.recorder, ledger.writer,
-        ledger.directory, providers.build(config.providers, app[UPSTREAM]), app[REDIS])
+        ledger.directory, providers.build(config.providers, app[UPSTREAM]), app[REDIS], app[STORE],
+        Signer(config.storage.signing_secret, config.storage.signed_url_ttl_s),
+        IdempotencyKeys(ledger.recorder))
     yield

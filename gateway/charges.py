@@ -9,7 +9,7 @@ from gateway.billing import FREE, Cost, Usage
 from gateway.errors import ApiError
 from gateway.jsonio import encode
 from gateway.services import Caller, Services
-from ledger.events import RequestCompleted
+from ledger.events import Event, RequestCompleted
 from ledger.money import from_nano
 from ledger.recorder import Append, Content
 
@@ -36,10 +36,9 @@ def require_credit(services: Services, caller: Caller) -> None:
                             " add credits to continue", type="insufficient_credits")
 
 
-async def record(services: Services, caller: Caller, outcome: Outcome, text: dict | None = None) -> None:
-    """Append the request's event (and its text, if the org retains text); durable on return."""
-    contents = _content(services, caller, text)
-    event = RequestCompleted(
+def request_event(caller: Caller, outcome: Outcome, content: Content | None = None) -> RequestCompleted:
+    """The ledger event for a finished request; charged only if the outcome says so."""
+    return RequestCompleted(
         request_id=caller.request_id, key_id=caller.principal.key_id, route=outcome.route,
         model=outcome.model, provider=outcome.provider, status=outcome.status,
         stream=outcome.stream, prompt_tokens=outcome.usage.prompt_tokens,
@@ -47,17 +46,31 @@ async def record(services: Services, caller: Caller, outcome: Outcome, text: dic
         cost_usd_nano=outcome.cost.usd_total_nano, cost_inr_nano=outcome.cost.inr_nano,
         charged_inr_nano=outcome.cost.inr_nano if outcome.charged else 0,
         usd_to_inr=str(outcome.cost.rate), latency_ms=caller.elapsed_ms(), error=outcome.error,
-        content_id=contents[0].content_id if contents else "",
-        content_hash=contents[0].sha256 if contents else "")
-    await services.writer.append(Append(caller.org_id, [event], contents=contents))
-    structlog.contextvars.bind_contextvars(  # for the request's canonical log line
-        model=outcome.model, provider=outcome.provider, cost_inr=str(from_nano(event.charged_inr_nano)))
+        content_id=content.content_id if content else "", content_hash=content.sha256 if content else "")
 
 
-def _content(services: Services, caller: Caller, text: dict | None) -> list[Content]:
+def retained(services: Services, caller: Caller, suffix: str, text: object) -> Content | None:
+    """`text` as a content row, or None when the organization keeps no text (retention none)."""
     account = services.directory.account(caller.org_id)
     if text is None or account is None or account.retention == "none":
-        return []
+        return None
     body = encode(text)
-    return [Content("cnt_" + caller.request_id.removeprefix("req_"), body,
-                    hashlib.sha256(body).hexdigest())]
+    return Content(f"cnt_{caller.request_id.removeprefix('req_')}{suffix}", body,
+                   hashlib.sha256(body).hexdigest())
+
+
+async def commit(services: Services, caller: Caller, events: list[Event],
+                 contents: list[Content | None] = ()) -> None:
+    """Append one request's events and text as one unit; durable on return."""
+    unit = Append(caller.org_id, events, contents=[c for c in contents if c is not None])
+    await services.writer.append(unit)
+    for event in events:
+        if isinstance(event, RequestCompleted):
+            structlog.contextvars.bind_contextvars(  # for the request's canonical log line
+                model=event.model, provider=event.provider, cost_inr=str(from_nano(event.charged_inr_nano)))
+
+
+async def record(services: Services, caller: Caller, outcome: Outcome, text: dict | None = None) -> None:
+    """Record a request (and its text, if the org retains text); durable on return."""
+    content = retained(services, caller, "", text)
+    await commit(services, caller, [request_event(caller, outcome, content)], [content])

@@ -50,7 +50,8 @@ def resolve_chat_model(services: Services, model: str) -> Resolved:
     if resolved.kind != "chat":
         hint = " use POST /v1/music" if resolved.kind == "music" else ""
         raise bad_request(f"model {model!r} is a {resolved.kind} model, not a chat model;{hint}", "model")
-    if resolved.provider_id not in services.providers:
+    provider = services.providers.get(resolved.provider_id)
+    if provider is None or "chat" not in provider.capabilities:
         raise ApiError(501, f"provider {resolved.provider_id!r} of model {model!r} is not available"
                             " in this gateway yet", type="not_implemented")
     return resolved

@@ -44,6 +44,13 @@ class StorageConfig(Section):
     s3_access_key_id: str = ""
     s3_secret_access_key: str = ""
     retention_days: Annotated[int, msgspec.Meta(ge=1)] = 30
+    # Key for signing download paths; replicas must share it. Empty: random per process.
+    signing_secret: str = ""
+    signed_url_ttl_s: Annotated[int, msgspec.Meta(ge=1)] = 3600
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.s3_endpoint_url)
 
 
 class BillingConfig(Section):

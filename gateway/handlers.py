@@ -5,12 +5,16 @@ from typing import TypeVar
 import msgspec
 from aiohttp import web
 
-from gateway import chat, health
-from gateway.errors import bad_request
+from gateway import chat, health, music, music_history, music_request
+from gateway.errors import ApiError, bad_request
 from gateway.jsonio import encode, loads
 from gateway.state import CALLER, LOG_FIELDS, SERVICES
+from storage.objects import StorageError
+from storage.serving import serve_object
 
 T = TypeVar("T")
+MAX_BODY_BYTES = music_request.MAX_BODY_BYTES  # the largest any route accepts
+CHAT_BODY_BYTES = 32 * 1024 * 1024
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 
 
@@ -18,10 +22,27 @@ def json_response(body: object, status: int = 200, headers: dict | None = None) 
     return web.Response(status=status, body=encode(body), content_type="application/json", headers=headers)
 
 
-async def parse_body(request: web.Request, schema: type[T]) -> tuple[dict, T]:
+async def read_body(request: web.Request, limit: int) -> bytes:
+    """The body, refused with 413 as soon as it is known to exceed `limit` (never buffered past it)."""
+    if request.content_length is not None and request.content_length > limit:
+        raise _too_large(limit)
+    body = bytearray()
+    async for chunk in request.content.iter_chunked(256 * 1024):
+        body += chunk
+        if len(body) > limit:
+            raise _too_large(limit)
+    return bytes(body)
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(413, f"the request body is larger than this route accepts ({limit} bytes)",
+                    type="request_too_large")
+
+
+async def parse_body(request: web.Request, schema: type[T], limit: int) -> tuple[dict, T]:
     """The JSON body as a dict (passed upstream) and as the validated `schema`."""
     try:
-        raw = loads(await request.read())
+        raw = loads(await read_body(request, limit))
     except ValueError:
         raise bad_request("the request body is not valid JSON") from None
     if not isinstance(raw, dict):
@@ -56,7 +77,7 @@ async def list_models(request: web.Request) -> web.Response:
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    raw, parsed = await parse_body(request, chat.ChatRequest)
+    raw, parsed = await parse_body(request, chat.ChatRequest, CHAT_BODY_BYTES)
     request[LOG_FIELDS].update(model=parsed.model, stream=parsed.stream)
     services, caller = request.app[SERVICES], request[CALLER]
     if not parsed.stream:
@@ -65,7 +86,56 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     return await relay.send(request)
 
 
+async def create_music(request: web.Request) -> web.Response:
+    raw, parsed = await parse_body(request, music_request.MusicRequest, MAX_BODY_BYTES)
+    request[LOG_FIELDS].update(model=parsed.model)
+    body = await music.create(request.app[SERVICES], request[CALLER], raw, parsed,
+                              request.headers.get("Idempotency-Key"))
+    return json_response(body)
+
+
+async def list_music(request: web.Request) -> web.Response:
+    limit = _limit(request.query.get("limit"))
+    items = await music_history.history(request.app[SERVICES], request[CALLER], limit)
+    return json_response({"object": "list", "data": items}, headers={"Cache-Control": "no-store"})
+
+
+def _limit(text: str | None, default: int = 30, most: int = music_history.MAX_LIMIT) -> int:
+    if text is None:
+        return default
+    if not text.isdigit() or not 1 <= int(text) <= most:
+        raise bad_request(f"limit must be a whole number from 1 to {most}, got {text!r}", "limit")
+    return int(text)
+
+
+async def music_content(request: web.Request) -> web.Response:
+    path = await music_history.download_path(request.app[SERVICES], request[CALLER],
+                                             request.match_info["track_id"])
+    return web.Response(status=302, headers={"Location": path, "Cache-Control": "no-store"})
+
+
+async def media(request: web.Request) -> web.StreamResponse:
+    """A signed download path: no API key, the signature is the permission."""
+    services, key = request.app[SERVICES], request.match_info["object_key"]
+    query = request.query
+    if not services.signer.check(key, query.get("expires", ""), query.get("signature", "")):
+        raise ApiError(403, "this download link is invalid or has expired", type="forbidden")
+    if services.store is None:
+        raise ApiError(404, "no object storage is configured", type="not_found")
+    try:
+        stored = await services.store.head(key)
+        if stored is None:
+            raise ApiError(410, "this track was deleted after the retention period", type="gone")
+        return await serve_object(request, services.store, stored, "audio/mpeg")
+    except StorageError as exc:
+        raise ApiError(502, f"object storage failed: {exc}", type="storage_error") from None
+
+
 def setup_routes(app: web.Application) -> None:
     app.router.add_get("/", health_check)
     app.router.add_get("/v1/models", list_models)
     app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/music", create_music)
+    app.router.add_get("/v1/music", list_music)
+    app.router.add_get("/v1/music/{track_id}/content", music_content)
+    app.router.add_get("/media/{object_key:.+}", media)  # HEAD is routed with GET

@@ -8,9 +8,12 @@ from redis.asyncio import Redis
 from gateway.catalogue import Catalogue
 from gateway.config import Config
 from gateway.directory import Directory, Principal
+from gateway.idempotency import IdempotencyKeys
 from gateway.providers.base import Provider
+from gateway.signing import Signer
 from ledger.recorder import Recorder
 from ledger.writer import GroupCommitWriter
+from storage.objects import ObjectStore
 
 
 class Services(msgspec.Struct, frozen=True):
@@ -21,6 +24,9 @@ class Services(msgspec.Struct, frozen=True):
     directory: Directory
     providers: dict[str, Provider]
     redis: Redis | None = None  # None: no Redis configured
+    store: ObjectStore | None = None  # None: no object storage (music storage "inline")
+    signer: Signer | None = None
+    idempotency: IdempotencyKeys | None = None
 
 
 class Caller(msgspec.Struct, frozen=True):

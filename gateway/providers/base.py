@@ -35,6 +35,23 @@ class Chunk(msgspec.Struct, frozen=True):
     tokens: int = 0  # completion tokens this chunk delivered (one per content or tool delta)
 
 
+class MusicCall(msgspec.Struct, frozen=True):
+    request_id: str
+    upstream_model: str
+    prompt: str  # composed: prompt, then the instrumental note or the lyrics block
+    images: list[tuple[str, bytes]] = []  # (mime type, bytes) reference images
+
+
+class MusicReply(msgspec.Struct, frozen=True):
+    audio: bytes
+    mime_type: str
+    text: str  # lyrics and structure markers
+
+
+class SafetyBlocked(Exception):
+    """The provider's safety filter refused the prompt (answered as 422, never charged)."""
+
+
 class ChatStream(Protocol):
     def __aiter__(self) -> AsyncIterator[Chunk]:
         """Chunks as the provider produces them; raises UpstreamError if it fails mid-way."""
@@ -45,9 +62,17 @@ class ChatStream(Protocol):
 
 class Provider(Protocol):
     id: str
+    capabilities: frozenset[str]  # what the adapter can do: "chat", "music", ...
 
     async def chat(self, call: ChatCall) -> ChatReply:
         """One non-streamed completion; raises UpstreamError on any provider failure."""
 
     async def open_chat_stream(self, call: ChatCall) -> ChatStream:
         """Start a streamed completion; raises UpstreamError before any chunk if refused."""
+
+
+class MusicProvider(Protocol):
+    id: str
+
+    async def generate_music(self, call: MusicCall, timeout_s: float) -> MusicReply:
+        """Exactly one upstream call, no retries. Raises SafetyBlocked or UpstreamError."""

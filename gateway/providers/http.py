@@ -21,7 +21,7 @@ async def post_json(session: aiohttp.ClientSession, provider: str, url: str, bod
     try:
         response = await session.post(url, data=encode(body), headers=headers, timeout=timeout)
     except asyncio.TimeoutError:
-        raise UpstreamError(504, f"{provider} did not answer within {timeout.sock_read:g} s") from None
+        raise UpstreamError(504, f"{provider} did not answer within {timeout.total or timeout.sock_read:g} s") from None
     except aiohttp.ClientError as exc:
         raise UpstreamError(502, f"{provider} connection failed: {type(exc).__name__}") from None
     if response.status >= 300:

@@ -56,6 +56,7 @@ class OpenAIChatStream:
 
 class OpenAIProvider:
     id = "openai"
+    capabilities = frozenset({"chat"})
 
     def __init__(self, config: ProviderConfig, session: aiohttp.ClientSession) -> None:
         self._url = config.base_url.rstrip("/") + "/chat/completions"

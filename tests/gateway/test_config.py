@@ -157,6 +157,8 @@ ENV_OVERRIDES = [
     ("GATEWAY_STORAGE_S3_ACCESS_KEY_ID", "AKIAEXAMPLE", "storage.s3_access_key_id", "AKIAEXAMPLE"),
     ("GATEWAY_STORAGE_S3_SECRET_ACCESS_KEY", "s3-secret", "storage.s3_secret_access_key", "s3-secret"),
     ("GATEWAY_STORAGE_RETENTION_DAYS", "14", "storage.retention_days", 14),
+    ("GATEWAY_STORAGE_SIGNING_SECRET", "sign-me", "storage.signing_secret", "sign-me"),
+    ("GATEWAY_STORAGE_SIGNED_URL_TTL_S", "60", "storage.signed_url_ttl_s", 60),
     ("GATEWAY_BILLING_USD_TO_INR", "83.3333", "billing.usd_to_inr", Decimal("83.3333")),
     ("GATEWAY_MUSIC_UPSTREAM_TIMEOUT_S", "90.5", "music.upstream_timeout_s", 90.5),
     ("GATEWAY_SWEEPER_INTERVAL_S", "15", "sweeper.interval_s", 15.0),

@@ -1,0 +1,166 @@
+"""Music generation (spec 4.1): one upstream call, a held price, hosted or inline audio."""
+
+import asyncio
+import base64
+import time
+from decimal import Decimal
+
+import msgspec
+
+from gateway import holds
+from gateway.billing import Cost
+from gateway.catalogue import Resolved
+from gateway.charges import Outcome, retained
+from gateway.errors import ApiError, UpstreamError
+from gateway.jsonio import number
+from gateway.music_history import find_track
+from gateway.music_request import Image, MusicRequest, compose_prompt, request_hash, validate
+from gateway.providers.base import MusicCall, MusicReply, SafetyBlocked
+from gateway.services import Caller, Services
+from ledger.events import MusicTrackRecorded
+from ledger.money import from_nano, to_nano
+from storage.objects import StorageError, StoredObject
+
+ROUTE = "/v1/music"
+MIME = "audio/mpeg"
+
+
+class Generated(msgspec.Struct, frozen=True):
+    """A finished generation, as the response and any idempotent replay render it."""
+
+    request_id: str
+    requested_model: str
+    model: Resolved
+    audio: bytes
+    text: str
+    storage: str
+    cost: Cost
+    created: int
+
+
+def flat_cost(services: Services, model: Resolved) -> Cost:
+    """The flat per-generation price in USD, and in INR at the configured rate."""
+    usd = to_nano(model.prices.per_generation)
+    rate = services.config.billing.usd_to_inr
+    return Cost(usd, 0, to_nano(from_nano(usd) * rate), rate)
+
+
+def storage_label(services: Services, caller: Caller) -> str:
+    """Spec 2.1: `none` when the org keeps nothing, `inline` without object storage, else `s3`."""
+    account = services.directory.account(caller.org_id)
+    if account is None or account.retention == "none":
+        return "none"
+    return "s3" if services.store is not None else "inline"
+
+
+def object_key(caller: Caller) -> str:
+    return f"{caller.org_id}/{caller.request_id}.mp3"
+
+
+async def generate(services: Services, caller: Caller, request: MusicRequest, model: Resolved,
+                   images: list[Image], idempotency: tuple[str, str] = ("", "")) -> Generated:
+    """Hold the price, call upstream once, store the audio, then settle; never retried."""
+    cost = flat_cost(services, model)
+    hold = await holds.reserve(services, caller, cost.inr_nano)
+    try:
+        reply = await _call_upstream(services, caller, request, model, images)
+        storage = storage_label(services, caller)
+        stored = await services.store.put(object_key(caller), reply.audio, MIME) if storage == "s3" else None
+    except BaseException as exc:
+        await asyncio.shield(_failed(services, caller, request, model, hold, exc))
+        raise _client_error(exc, model, request) from None
+    generated = Generated(caller.request_id, request.model, model, reply.audio, reply.text, storage,
+                          cost, int(time.time()))
+    await _succeeded(services, caller, request, hold, generated, stored, idempotency)
+    return generated
+
+
+async def _call_upstream(services: Services, caller: Caller, request: MusicRequest, model: Resolved,
+                         images: list[Image]) -> MusicReply:
+    call = MusicCall(caller.request_id, model.upstream_model, compose_prompt(request),
+                     [(image.mime_type, image.data) for image in images])
+    return await services.providers[model.provider_id].generate_music(
+        call, services.config.music.upstream_timeout_s)
+
+
+async def _succeeded(services: Services, caller: Caller, request: MusicRequest, hold: holds.Hold,
+                     generated: Generated, stored: StoredObject | None, idempotency: tuple[str, str]) -> None:
+    prompt = retained(services, caller, "_p", {"prompt": request.prompt, "lyrics": request.lyrics,
+                                                 "instrumental": request.instrumental})
+    text = retained(services, caller, "_t", generated.text)
+    track = MusicTrackRecorded(
+        request_id=caller.request_id, model=generated.model.model_id, provider=generated.model.provider_id,
+        storage=generated.storage, object_key=stored.key if stored else "", size=stored.size if stored else 0,
+        etag=stored.etag if stored else "", prompt_content_id=prompt.content_id if prompt else "",
+        text_content_id=text.content_id if text else "", idempotency_key=idempotency[0],
+        request_hash=idempotency[1])
+    outcome = Outcome(route=ROUTE, model=generated.model.model_id, provider=generated.model.provider_id,
+                      status=200, cost=generated.cost, charged=True)
+    await holds.settle(services, caller, hold, outcome, [track], [prompt, text])
+
+
+async def _failed(services: Services, caller: Caller, request: MusicRequest, model: Resolved,
+                  hold: holds.Hold, exc: BaseException) -> None:
+    """Release the hold and log the failure in history (error: true, cost 0)."""
+    status = getattr(_client_error(exc, model, request), "status", 500) if isinstance(exc, Exception) else 499
+    prompt = retained(services, caller, "_p", {"prompt": request.prompt, "lyrics": request.lyrics,
+                                                 "instrumental": request.instrumental})
+    track = MusicTrackRecorded(request_id=caller.request_id, model=model.model_id,
+                               provider=model.provider_id, storage="none", error=True,
+                               prompt_content_id=prompt.content_id if prompt else "")
+    outcome = Outcome(route=ROUTE, model=model.model_id, provider=model.provider_id, status=status,
+                      error=str(exc)[:500] or type(exc).__name__)
+    await holds.settle(services, caller, hold, outcome, [track], [prompt])
+
+
+def _client_error(exc: BaseException, model: Resolved, request: MusicRequest) -> BaseException:
+    match exc:
+        case SafetyBlocked():
+            return ApiError(422, f"{exc}; the request was not charged", type="content_blocked",
+                            code="safety_blocked")
+        case UpstreamError():
+            return exc.to_api_error(model.provider_id, request.model)
+        case StorageError():
+            return ApiError(502, f"the audio could not be stored: {exc}; not charged",
+                            type="storage_error")
+    return exc
+
+
+def response_body(services: Services, generated: Generated) -> dict:
+    """The `music.generation` object of spec 2.1."""
+    audio = {"base64": base64.b64encode(generated.audio).decode(), "mime_type": MIME,
+             "storage": generated.storage}
+    if generated.storage == "s3":
+        audio |= {"url": f"/v1/music/{generated.request_id}/content",
+                  "expires_in_days": services.config.storage.retention_days}
+    return {"id": generated.request_id, "object": "music.generation", "model": generated.requested_model,
+            "used_model": generated.model.model_id, "used_provider": generated.model.provider_id,
+            "audio": audio, "text": generated.text,
+            "usage": {"cost_usd": number(from_nano(generated.cost.usd_total_nano)),
+                      "cost_inr": number(from_nano(generated.cost.inr_nano))},
+            "created": generated.created}
+
+
+async def create(services: Services, caller: Caller, body: dict, request: MusicRequest,
+                 idempotency_key: str | None) -> dict:
+    """POST /v1/music: validate, then generate once (or replay the first answer for the key)."""
+    model, images = validate(services, request)
+    if not idempotency_key:
+        return response_body(services, await generate(services, caller, request, model, images))
+    digest = request_hash(body)
+    generated = await services.idempotency.once(
+        caller.org_id, idempotency_key, digest,
+        lambda: generate(services, caller, request, model, images, (idempotency_key, digest)),
+        lambda request_id: replay(services, caller, request, request_id))
+    return response_body(services, generated)
+
+
+async def replay(services: Services, caller: Caller, request: MusicRequest, request_id: str) -> Generated | None:
+    """The first answer rebuilt from the ledger and the bucket; None if its audio was not stored."""
+    track = await find_track(services, caller, request_id)
+    if not track.hosted or services.store is None:
+        return None
+    audio = b"".join([chunk async for chunk in services.store.stream(track.object_key)])
+    cost = Cost(track.cost_usd_nano, 0, track.charged_inr_nano, Decimal(track.usd_to_inr))
+    return Generated(request_id, request.model, services.catalogue.resolve(track.model), audio,
+                     track.text or "", track.storage, cost, track.created_at_us // 1_000_000)

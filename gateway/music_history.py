@@ -1,0 +1,92 @@
+"""The read side of music: history (spec 4.2), download resolution (4.3), idempotent replays."""
+
+import msgspec
+
+from gateway.errors import ApiError
+from gateway.jsonio import loads, number
+from gateway.services import Caller, Services
+from ledger.money import from_nano
+
+MAX_LIMIT = 100
+TRACK_COLUMNS = ("m.request_id, m.org_id, m.position, m.created_at_us, m.model, m.provider, m.storage,"
+                 " m.error, m.object_key, m.expired_at_us, r.charged_inr_nano, r.cost_usd_nano,"
+                 " r.usd_to_inr, p.body, p.removed_at_us, t.body")
+TRACKS = ("SELECT " + TRACK_COLUMNS + " FROM music_tracks m JOIN request_log r ON r.request_id = m.request_id"
+          " LEFT JOIN content p ON p.content_id = m.prompt_content_id AND m.prompt_content_id != ''"
+          " LEFT JOIN content t ON t.content_id = m.text_content_id AND m.text_content_id != ''")
+
+
+class Track(msgspec.Struct, frozen=True):
+    request_id: str
+    org_id: str
+    position: int
+    created_at_us: int
+    model: str
+    provider: str
+    storage: str
+    error: bool
+    object_key: str
+    expired_at_us: int | None
+    charged_inr_nano: int
+    cost_usd_nano: int
+    usd_to_inr: str
+    prompt: dict | None  # None when the text was not kept or has been removed
+    prompt_removed: bool
+    text: str | None
+
+    @property
+    def log_id(self) -> str:
+        return f"log_{self.position}"
+
+    @property
+    def hosted(self) -> bool:
+        return self.storage == "s3" and self.expired_at_us is None and not self.error
+
+
+def _track(row: tuple) -> Track:
+    *head, prompt, removed, text = row
+    return Track(*head[:7], bool(head[7]), *head[8:], loads(prompt) if prompt else None,
+                 removed is not None, loads(text) if text else None)
+
+
+async def history(services: Services, caller: Caller, limit: int) -> list[dict]:
+    rows = await services.recorder.fetch(
+        TRACKS + " WHERE m.org_id = ? ORDER BY m.position DESC LIMIT ?", (caller.org_id, limit))
+    return [history_item(_track(row)) for row in rows]
+
+
+def history_item(track: Track) -> dict:
+    """One item of spec 2.2, plus the lyrics text and the log row id."""
+    audio = None
+    if track.hosted:
+        audio = {"url": f"/v1/music/{track.request_id}/content", "mime_type": "audio/mpeg", "storage": "s3"}
+    elif not track.error and track.storage != "s3":
+        audio = {"url": None, "mime_type": "audio/mpeg", "storage": track.storage}
+    return {"id": track.request_id, "object": "music.generation", "log_id": track.log_id,
+            "prompt": (track.prompt or {}).get("prompt", ""), "text": track.text or "",
+            "text_removed": track.prompt_removed, "created": track.created_at_us // 1_000_000,
+            "audio": audio, "usage": {"cost_inr": number(from_nano(track.charged_inr_nano))},
+            "metadata": {"used_model": track.model, "used_provider": track.provider, "response_format": "mp3"},
+            "expired": track.expired_at_us is not None, "error": track.error}
+
+
+async def find_track(services: Services, caller: Caller, track_id: str) -> Track:
+    """The caller's track by request id or log row id; 404 alike for unknown and foreign ones."""
+    if track_id.startswith("log_") and track_id[4:].isdigit():
+        rows = await services.recorder.fetch(TRACKS + " WHERE m.position = ?", (int(track_id[4:]),))
+    else:
+        rows = await services.recorder.fetch(TRACKS + " WHERE m.request_id = ?", (track_id,))
+    if not rows or rows[0][1] != caller.org_id:
+        raise ApiError(404, "no such track", type="not_found")  # the same words whoever owns it
+    return _track(rows[0])
+
+
+async def download_path(services: Services, caller: Caller, track_id: str) -> str:
+    """Where the caller's track can be fetched: a short-lived signed path; 410 once swept."""
+    track = await find_track(services, caller, track_id)
+    if track.expired_at_us is not None:
+        raise ApiError(410, f"track {track_id} was deleted after the retention period", type="gone")
+    if not track.hosted:
+        raise ApiError(404, f"track {track_id} has no hosted audio (storage {track.storage})",
+                       type="not_found")
+    return services.signer.path(track.object_key)

@@ -1,0 +1,35 @@
+"""Short-lived signed download paths: HMAC-SHA256 over the object key and the expiry.
+
+The path carries no key of the caller's, so an <audio> element can play it, and it stops
+working at its expiry or as soon as the object is swept.
+"""
+
+import hashlib
+import hmac
+import secrets
+import time
+from urllib.parse import quote
+
+MEDIA_PREFIX = "/media/"
+
+
+class Signer:
+    def __init__(self, secret: str, ttl_s: int) -> None:
+        # Without a configured secret each process signs with its own: links then only work on
+        # the replica that made them, so production configs set storage.signing_secret.
+        self._key = (secret or secrets.token_hex(32)).encode()
+        self.ttl_s = ttl_s
+
+    def _signature(self, object_key: str, expires: int) -> str:
+        return hmac.new(self._key, f"{object_key}\n{expires}".encode(), hashlib.sha256).hexdigest()
+
+    def path(self, object_key: str, now: float | None = None) -> str:
+        """A download path for `object_key`, valid for ttl_s seconds."""
+        expires = int((now or time.time()) + self.ttl_s)
+        return f"{MEDIA_PREFIX}{quote(object_key)}?expires={expires}&signature={self._signature(object_key, expires)}"
+
+    def check(self, object_key: str, expires: str, signature: str, now: float | None = None) -> bool:
+        """True only for an untampered signature that has not expired."""
+        if not expires.isdigit() or int(expires) < (now or time.time()):
+            return False
+        return hmac.compare_digest(self._signature(object_key, int(expires)), signature)
