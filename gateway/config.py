@@ -69,6 +69,11 @@ class SweeperConfig(Section):
     interval_s: Annotated[float, msgspec.Meta(gt=0)] = 300.0
 
 
+class RetentionConfig(Section):
+    # Days logged text (prompts, lyrics, completions) is kept; 0 keeps it forever (spec rule 1).
+    text_days: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
 class ProviderConfig(Section):
     base_url: str
     api_key: str = ""
@@ -96,6 +101,7 @@ class Config(Section):
     billing: BillingConfig = BillingConfig()
     music: MusicConfig = MusicConfig()
     sweeper: SweeperConfig = SweeperConfig()
+    retention: RetentionConfig = RetentionConfig()
     providers: ProvidersConfig = ProvidersConfig()
     catalogue: CatalogueConfig = CatalogueConfig()
 

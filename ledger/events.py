@@ -97,8 +97,18 @@ class MusicTrackRecorded(Event, tag="music_track_recorded"):
     request_hash: str = ""
 
 
+class MediaExpired(Event, tag="media_expired"):
+    """A hosted track's object was deleted from storage after the retention period.
+
+    Recorded only after the delete succeeded, and at most once per track: the ledger
+    rejects a second one, so racing sweepers cannot double-mark."""
+
+    request_id: str
+    object_key: str
+
+
 AnyEvent = (OrgCreated | ApiKeyCreated | ApiKeyRevoked | CreditsAdded | RetentionChanged
-            | RequestCompleted | CreditsHeld | HoldReleased | MusicTrackRecorded)
+            | RequestCompleted | CreditsHeld | HoldReleased | MusicTrackRecorded | MediaExpired)
 
 encode_event = msgspec.json.Encoder().encode
 decode_event = msgspec.json.Decoder(AnyEvent).decode

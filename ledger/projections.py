@@ -8,14 +8,15 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from ledger.events import (
-    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, HoldReleased, MusicTrackRecorded,
-    OrgCreated, RequestCompleted, RetentionChanged,
+    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, HoldReleased, MediaExpired,
+    MusicTrackRecorded, OrgCreated, RequestCompleted, RetentionChanged,
 )
 from ledger.recorder import Recorded
 
 # Statements run in phases: rows are created before anything updates them, so statements
 # of one kind can be batched into a single executemany without changing the result.
-CREATE, UPDATE, LOG = 0, 1, 2
+# MARK updates rows that LOG inserts (a replayed batch may hold a track and its expiry).
+CREATE, UPDATE, LOG, MARK = 0, 1, 2, 3
 
 
 class Statement(NamedTuple):
@@ -31,6 +32,7 @@ TABLES: dict[str, str] = {
     "request_log": "request_id",
     "music_tracks": "request_id",
     "idempotency_keys": "org_id, idempotency_key",
+    "media_expired": "request_id",
 }
 
 # What an org may still reserve: the credit not yet spent nor held.
@@ -49,6 +51,10 @@ REMEMBER_KEY = (
     " VALUES (?, ?, ?, ?, ?) ON CONFLICT (org_id, idempotency_key) DO UPDATE SET"
     " request_hash = excluded.request_hash, request_id = excluded.request_id,"
     " created_at_us = excluded.created_at_us")
+# The primary key of media_expired makes a second MediaExpired for a track break the unit.
+INSERT_EXPIRED = ("INSERT INTO media_expired (request_id, org_id, position, object_key, expired_at_us)"
+                  " VALUES (?, ?, ?, ?, ?)")
+MARK_EXPIRED = "UPDATE music_tracks SET expired_at_us = ? WHERE request_id = ? AND org_id = ?"
 SET_RETENTION = "UPDATE orgs SET retention = ? WHERE org_id = ?"
 ADD_CREDITS = "UPDATE orgs SET credits_inr_nano = credits_inr_nano + ? WHERE org_id = ?"
 ADD_SPEND = ("UPDATE orgs SET spent_inr_nano = spent_inr_nano + ?, requests = requests + 1"
@@ -89,6 +95,9 @@ def statements(recorded: Recorded) -> list[Statement]:
             return [Statement(UPDATE, ADD_HELD, (-amount, org))]
         case MusicTrackRecorded() as e:
             return _track_statements(recorded, e)
+        case MediaExpired(request_id=request_id, object_key=key):
+            return [Statement(LOG, INSERT_EXPIRED, (request_id, org, recorded.position, key, at)),
+                    Statement(MARK, MARK_EXPIRED, (at, request_id, org))]
     return []
 
 

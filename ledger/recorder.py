@@ -153,6 +153,12 @@ class Recorder(abc.ABC):
         """Run a read-only query (qmark placeholders) against projections or content."""
 
     @abc.abstractmethod
+    async def remove_text(self, before_us: int, now_us: int, limit: int = 1000) -> int:
+        """Purge the body of up to `limit` content rows recorded before `before_us`, oldest
+        first, marking them removed at `now_us`; returns how many. Events and their hashes
+        are untouched, so every chain still verifies. The only change ever made to content."""
+
+    @abc.abstractmethod
     async def rebuild(self, batches: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
         """Apply the projection of already recorded events, optionally after emptying it.
 

@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS content (
     stream_id TEXT NOT NULL,
     sha256 TEXT NOT NULL,
     body BLOB,
-    removed_at_us INTEGER
+    removed_at_us INTEGER,
+    created_at_us INTEGER NOT NULL DEFAULT 0
 );
 """ + "\n".join(f"CREATE TABLE IF NOT EXISTS {name} ({columns});" for name, columns in {
     "orgs": "org_id TEXT PRIMARY KEY, name TEXT NOT NULL, retention TEXT NOT NULL,"
@@ -68,14 +69,34 @@ CREATE TABLE IF NOT EXISTS content (
     "idempotency_keys": "org_id TEXT NOT NULL, idempotency_key TEXT NOT NULL,"
                         " request_hash TEXT NOT NULL, request_id TEXT NOT NULL,"
                         " created_at_us INTEGER NOT NULL, PRIMARY KEY (org_id, idempotency_key)",
+    "media_expired": "request_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, position INTEGER NOT NULL,"
+                     " object_key TEXT NOT NULL, expired_at_us INTEGER NOT NULL",
 }.items()) + """
 CREATE INDEX IF NOT EXISTS request_log_by_org ON request_log (org_id, position);
 CREATE INDEX IF NOT EXISTS music_tracks_by_org ON music_tracks (org_id, position);
 """
+# Only what is still due sits in these partial indexes, so a sweep pass costs time in
+# proportion to what it has to do, not to the size of history.
+INDEXES = """
+CREATE INDEX IF NOT EXISTS music_tracks_hosted ON music_tracks (created_at_us)
+    WHERE storage = 's3' AND error = 0 AND expired_at_us IS NULL;
+CREATE INDEX IF NOT EXISTS content_kept ON content (created_at_us) WHERE body IS NOT NULL;
+"""
 
 INSERT_EVENT = ("INSERT INTO events (position, stream_id, version, type, recorded_at_us, data, hash)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)")
-INSERT_CONTENT = "INSERT INTO content (content_id, stream_id, sha256, body) VALUES (?, ?, ?, ?)"
+INSERT_CONTENT = ("INSERT INTO content (content_id, stream_id, sha256, body, created_at_us)"
+                  " VALUES (?, ?, ?, ?, ?)")
+# Content written before it carried its time takes the time of the row that references it.
+BACKFILL_CONTENT_TIMES = (
+    "ALTER TABLE content ADD COLUMN created_at_us INTEGER NOT NULL DEFAULT 0",
+    "UPDATE content SET created_at_us = COALESCE("
+    " (SELECT created_at_us FROM request_log r WHERE r.content_id = content.content_id),"
+    " (SELECT created_at_us FROM music_tracks m WHERE content.content_id"
+    " IN (m.prompt_content_id, m.text_content_id)), 0)")
+REMOVE_TEXT = ("UPDATE content SET body = NULL, removed_at_us = ? WHERE content_id IN"
+               " (SELECT content_id FROM content WHERE body IS NOT NULL AND created_at_us < ?"
+               " ORDER BY created_at_us LIMIT ?)")
 SELECT_EVENTS = "SELECT position, stream_id, version, recorded_at_us, type, data, hash FROM events"
 _COLUMN_TYPES = (int, str, int, int, str, bytes, bytes)  # of a SELECT_EVENTS row
 
@@ -118,6 +139,8 @@ class SQLiteRecorder(Recorder):
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._writer = await self._connect()
         await self._writer.executescript(SCHEMA)
+        await self._migrate()
+        await self._writer.executescript(INDEXES)
         self._reader = await self._connect() if self.path != ":memory:" else self._writer
 
     async def _connect(self) -> aiosqlite.Connection:
@@ -126,6 +149,19 @@ class SQLiteRecorder(Recorder):
         await db.execute("PRAGMA journal_mode = WAL")
         await db.execute("PRAGMA synchronous = FULL")  # a 200 means the charge is on disk
         return db
+
+    async def _migrate(self) -> None:
+        """Bring a ledger made by an earlier version up to this schema."""
+        db = self._writer
+        await db.execute("BEGIN IMMEDIATE")  # another process may be opening the same file
+        try:
+            columns = {row[1] for row in await db.execute_fetchall("PRAGMA table_info(content)")}
+            for statement in BACKFILL_CONTENT_TIMES if "created_at_us" not in columns else ():
+                await db.execute(statement)
+            await db.commit()
+        except BaseException:
+            await db.rollback()
+            raise
 
     async def close(self) -> None:
         for db in {id(c): c for c in (self._reader, self._writer) if c}.values():
@@ -183,7 +219,8 @@ class SQLiteRecorder(Recorder):
         await self._writer.executemany(INSERT_EVENT, [
             (r.position, r.stream_id, r.version, r.kind, r.recorded_at_us, r.data, r.hash)
             for r in recorded])
-        contents = [(c.content_id, u.stream_id, c.sha256, c.body) for u, _ in units for c in u.contents]
+        contents = [(c.content_id, u.stream_id, c.sha256, c.body, rs[0].recorded_at_us)
+                    for u, rs in units for c in u.contents]
         if contents:
             await self._writer.executemany(INSERT_CONTENT, contents)
         for sql, params in projections.grouped(recorded):
@@ -201,6 +238,11 @@ class SQLiteRecorder(Recorder):
 
     async def fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
         return list(await self._reader.execute_fetchall(sql, tuple(params)))
+
+    async def remove_text(self, before_us: int, now_us: int, limit: int = 1000) -> int:
+        async with self._write_lock:
+            cursor = await self._writer.execute(REMOVE_TEXT, (now_us, before_us, limit))
+            return cursor.rowcount
 
     async def rebuild(self, batches: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
         async with self._write_lock:

@@ -73,22 +73,23 @@ class ObjectStore:
     @classmethod
     @contextlib.asynccontextmanager
     async def connect(cls, *, endpoint_url: str, region: str, access_key_id: str,
-                      secret_access_key: str, bucket: str) -> AsyncIterator["ObjectStore"]:
+                      secret_access_key: str, bucket: str,
+                      create_bucket: bool = True) -> AsyncIterator["ObjectStore"]:
         """Open the S3 client, make sure the bucket exists, and close the client on exit.
 
         Credentials are given explicitly, so no environment variable or ~/.aws file is
-        consulted for them. A missing bucket is created (private); StorageError if the
-        bucket cannot be reached or created.
+        consulted for them. A missing bucket is created (private) if `create_bucket`;
+        StorageError if the bucket cannot be reached, or is missing and not to be created.
         """
         async with isolated_session().create_client(
                 "s3", endpoint_url=endpoint_url, region_name=region,
                 aws_access_key_id=access_key_id, aws_secret_access_key=secret_access_key,
                 config=client_config()) as client:
             store = cls(client, bucket)
-            await store._ensure_bucket(region)
+            await store._ensure_bucket(region, create_bucket)
             yield store
 
-    async def _ensure_bucket(self, region: str) -> None:
+    async def _ensure_bucket(self, region: str, create: bool) -> None:
         """Create the bucket unless it exists; a concurrent creator (another replica) is fine.
 
         Probe first rather than create blindly: least-privilege credentials often may use
@@ -98,7 +99,7 @@ class ObjectStore:
             await self._client.head_bucket(Bucket=self.bucket)
             return
         except S3_FAILURES as exc:
-            if error_code(exc) not in _ABSENT:
+            if error_code(exc) not in _ABSENT or not create:
                 raise storage_error(f"HEAD bucket {self.bucket}", exc) from exc
         await self._create_bucket(region)
 

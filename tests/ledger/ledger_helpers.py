@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ledger import projections
 from ledger.events import (
-    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, Event, HoldReleased, MusicTrackRecorded,
-    OrgCreated, RequestCompleted, RetentionChanged,
+    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, Event, HoldReleased, MediaExpired,
+    MusicTrackRecorded, OrgCreated, RequestCompleted, RetentionChanged,
 )
 from ledger.recorder import Append, Content, Recorded, Recorder
 
@@ -53,6 +53,10 @@ def release(hold_id: str, amount_inr_nano: int) -> HoldReleased:
 def music(request_id: str, **fields) -> MusicTrackRecorded:
     return MusicTrackRecorded(request_id=request_id, model="tune-3-clip-preview", provider="google",
                               storage="s3", object_key=f"acme/{request_id}.mp3", size=3, etag='"e"', **fields)
+
+
+def expired(request_id: str) -> MediaExpired:
+    return MediaExpired(request_id=request_id, object_key=f"acme/{request_id}.mp3")
 
 
 def content(content_id: str, body: bytes) -> Content:

@@ -22,7 +22,7 @@ from ledger.recorder import (
 )
 from ledger.writer import GroupCommitWriter
 from ledger_helpers import (
-    HELLO_POSITION, POPULATED, append_ok, content, credits, hold, key, music, org, populate,
+    HELLO_POSITION, POPULATED, append_ok, content, credits, expired, hold, key, music, org, populate,
     projection_tables, recorded_of, release, request, retention, revoke, unit,
 )
 
@@ -496,4 +496,35 @@ class RecorderContract(abc.ABC):
                                     " FROM music_tracks ORDER BY position") == [
             ("r1", "acme", "s3", "acme/r1.mp3", 3, None), ("r2", "acme", "s3", "acme/r2.mp3", 3, None)]
         assert await recorder.fetch("SELECT request_hash, request_id FROM idempotency_keys") == [("h2", "r2")]
+        assert (await audit.verify(recorder))[1] == []
+
+    async def test_media_expired_marks_its_track_once_and_a_second_mark_is_rejected(self, recorder):
+        await append_ok(recorder, unit("acme", org(), music("r1"), music("r2")))
+        [[mark]] = await append_ok(recorder, unit("acme", expired("r1")))
+        again = await recorder.append([unit("acme", expired("r1")), unit("acme", expired("r2"))])
+        assert isinstance(again[0], AppendRejected) and not isinstance(again[1], Exception)
+        assert await recorder.fetch("SELECT request_id, expired_at_us FROM music_tracks ORDER BY request_id") == [
+            ("r1", mark.recorded_at_us), ("r2", again[1][0].recorded_at_us)]
+        assert len([r for r in await recorder.read() if r.kind == "media_expired"]) == 2
+        assert (await audit.verify(recorder))[1] == []
+
+    async def test_replay_of_a_track_and_its_expiry_in_one_batch_marks_it(self, recorder):
+        await append_ok(recorder, unit("acme", org(), music("r1"), expired("r1")))
+        before = await projection_tables(recorder)
+        await audit.replay(recorder)
+        assert await projection_tables(recorder) == before
+        assert (await recorder.fetch("SELECT expired_at_us FROM music_tracks"))[0][0] is not None
+
+    async def test_remove_text_purges_old_bodies_oldest_first_and_chains_still_verify(self, recorder):
+        await append_ok(recorder, unit("acme", org()))
+        for n in range(3):
+            await append_ok(recorder, unit("acme", request(f"r{n}", content_id=f"c{n}"),
+                                           contents=[content(f"c{n}", b"text %d" % n)]))
+        times = dict(await recorder.fetch("SELECT content_id, created_at_us FROM content"))
+        assert await recorder.remove_text(times["c2"], now_us(), limit=1) == 1
+        assert await recorder.remove_text(times["c2"], now_us()) == 1
+        assert await recorder.remove_text(times["c2"], now_us()) == 0
+        rows = await recorder.fetch("SELECT content_id, body, removed_at_us IS NOT NULL FROM content"
+                                    " ORDER BY content_id")
+        assert rows == [("c0", None, 1), ("c1", None, 1), ("c2", b"text 2", 0)]
         assert (await audit.verify(recorder))[1] == []

@@ -10,7 +10,7 @@ import pytest
 from ledger import audit
 from ledger.sqlite import SQLiteRecorder, path_of
 from ledger.writer import GroupCommitWriter
-from ledger_helpers import POPULATED, append_ok, org, populate, request, run_sql, unit
+from ledger_helpers import POPULATED, append_ok, content, org, populate, request, run_sql, unit
 from recorder_contract import RecorderContract
 
 
@@ -125,3 +125,21 @@ def test_path_of_reads_relative_and_absolute_sqlite_urls():
 def test_path_of_refuses_other_urls(url):
     with pytest.raises(ValueError, match="not a sqlite URL"):
         path_of(url)
+
+
+async def test_opening_a_ledger_whose_content_has_no_times_backfills_them(ledger_path):
+    old = SQLiteRecorder(str(ledger_path))
+    await old.open()
+    await append_ok(old, unit("acme", org(), request("r1", content_id="c1"), contents=[content("c1", b"hi")]))
+    await old.close()
+    # The content table as the first release made it: no created_at_us column.
+    run_sql(ledger_path, "CREATE TABLE content_old AS SELECT content_id, stream_id, sha256, body,"
+            " removed_at_us FROM content", "DROP TABLE content", "ALTER TABLE content_old RENAME TO content")
+    upgraded = SQLiteRecorder(str(ledger_path))
+    await upgraded.open()
+    try:
+        [(logged,)] = await upgraded.fetch("SELECT created_at_us FROM request_log")
+        assert await upgraded.fetch("SELECT content_id, created_at_us FROM content") == [("c1", logged)]
+        assert (await audit.verify(upgraded))[1] == []
+    finally:
+        await upgraded.close()

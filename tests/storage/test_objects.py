@@ -111,6 +111,14 @@ async def test_connect_creates_a_missing_bucket_and_reuses_an_existing_one(s3_se
     assert await count_objects(s3_client, s3_bucket) == 1
 
 
+async def test_connect_without_create_bucket_refuses_a_missing_bucket(s3_server, s3_bucket, s3_client):
+    with pytest.raises(StorageError, match=f"HEAD bucket {s3_bucket}"):
+        async with ObjectStore.connect(endpoint_url=s3_server, bucket=s3_bucket, create_bucket=False,
+                                       **CREDENTIALS):
+            pass
+    assert s3_bucket not in {b["Name"] for b in (await s3_client.list_buckets())["Buckets"]}
+
+
 async def test_connect_creates_the_bucket_in_the_configured_region(s3_server, s3_bucket,
                                                                    s3_client):
     settings = {**CREDENTIALS, "region": "eu-west-1"}
