@@ -153,15 +153,20 @@ class SQLiteRecorder(Recorder):
     async def _migrate(self) -> None:
         """Bring a ledger made by an earlier version up to this schema."""
         db = self._writer
+        if await self._content_has_times():
+            return  # current: opening never waits for the write lock of a busy writer
         await db.execute("BEGIN IMMEDIATE")  # another process may be opening the same file
         try:
-            columns = {row[1] for row in await db.execute_fetchall("PRAGMA table_info(content)")}
-            for statement in BACKFILL_CONTENT_TIMES if "created_at_us" not in columns else ():
+            for statement in BACKFILL_CONTENT_TIMES if not await self._content_has_times() else ():
                 await db.execute(statement)
             await db.commit()
         except BaseException:
             await db.rollback()
             raise
+
+    async def _content_has_times(self) -> bool:
+        columns = await self._writer.execute_fetchall("PRAGMA table_info(content)")
+        return any(column[1] == "created_at_us" for column in columns)
 
     async def close(self) -> None:
         for db in {id(c): c for c in (self._reader, self._writer) if c}.values():

@@ -9,7 +9,7 @@ from gateway import admin
 from gateway.app import LEDGER, create_app
 from gateway.config import Config, ProviderConfig
 from ledger.money import from_nano
-from support import PROVIDER_KEY
+from support import PROVIDER_KEY, S3_CREDENTIALS
 from simulator.app import create_app as create_simulator
 from simulator.settings import Settings
 
@@ -108,3 +108,37 @@ def s3_bucket() -> str:
     import uuid
 
     return f"test-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+async def s3_client(s3_server: str):
+    """A plain aiobotocore S3 client, to check what our code did from the outside."""
+    from storage.objects import client_config, isolated_session
+
+    async with isolated_session().create_client(
+            "s3", endpoint_url=s3_server, region_name=S3_CREDENTIALS["region"],
+            aws_access_key_id=S3_CREDENTIALS["access_key_id"],
+            aws_secret_access_key=S3_CREDENTIALS["secret_access_key"],
+            config=client_config()) as client:
+        yield client
+
+
+@pytest.fixture
+def s3_config(config, s3_server, s3_bucket) -> Config:
+    """The test config with object storage on the moto server (music storage "s3")."""
+    storage = msgspec.structs.replace(
+        config.storage, s3_endpoint_url=s3_server, s3_bucket=s3_bucket,
+        s3_access_key_id=S3_CREDENTIALS["access_key_id"],
+        s3_secret_access_key=S3_CREDENTIALS["secret_access_key"], signing_secret="test-signing-secret")
+    return msgspec.structs.replace(config, storage=storage)
+
+
+@pytest.fixture
+async def hosted(make_gateway, s3_config) -> Gateway:
+    """A gateway that hosts music in the S3 bucket."""
+    return await make_gateway(s3_config)
+
+
+@pytest.fixture
+async def hosted_org(hosted) -> dict:
+    return await hosted.new_org("50")

@@ -1,5 +1,6 @@
 """Helpers shared by test modules (import as `from support import ...`; tests/ is on sys.path)."""
 
+import asyncio
 import json
 import os
 import socket
@@ -10,6 +11,16 @@ import pytest
 
 PROVIDER_KEY = "sk-sim-provider-secret-0123456789"
 IN_CI = os.environ.get("CI", "").lower() == "true"
+# Variables of the environment that would change what a gateway or sweeper under test does.
+_PROVIDER_SECRETS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without GATEWAY_* or provider keys, plus `extra`."""
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith("GATEWAY_") and name not in _PROVIDER_SECRETS}
+    env.update(extra)
+    return env
 
 
 def need_service(host: str, port: int, name: str) -> None:
@@ -39,3 +50,23 @@ def chat_body(text: str = "hello there", **extra) -> dict:
 async def sse_lines(response: aiohttp.ClientResponse) -> list[bytes]:
     return [line.removeprefix(b"data: ") async for line in response.content
             if line.startswith(b"data: ") for line in [line.rstrip(b"\n")]]
+
+
+# Dummy S3 credentials handed to clients explicitly, so nothing reads the environment or ~/.aws.
+S3_CREDENTIALS = {"region": "us-east-1", "access_key_id": "testing-access-key-id",
+                  "secret_access_key": "testing-secret-access-key"}
+
+
+async def put_many(client, bucket: str, keys: list[str]) -> None:
+    """Store an object under each key, a few at a time (the client pools 10 connections)."""
+    gate = asyncio.Semaphore(10)
+
+    async def put(key: str) -> None:
+        async with gate:
+            await client.put_object(Bucket=bucket, Key=key, Body=key.encode())
+    await asyncio.gather(*(put(key) for key in keys))
+
+
+async def count_objects(client, bucket: str) -> int:
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+    return sum([page.get("KeyCount", 0) async for page in pages])

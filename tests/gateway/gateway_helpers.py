@@ -7,7 +7,6 @@ can hang the suite.
 import asyncio
 import contextlib
 import json
-import os
 import signal
 import socket
 import sqlite3
@@ -21,16 +20,7 @@ GATEWAY_BIN = str(Path(sys.executable).with_name("gateway"))
 CLI_TIMEOUT_S = 60.0
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
-# Variables of the environment that would change what the gateway under test does.
-_PROVIDER_SECRETS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY")
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without GATEWAY_* or provider keys, plus `extra`."""
-    env = {name: value for name, value in os.environ.items()
-           if not name.startswith("GATEWAY_") and name not in _PROVIDER_SECRETS}
-    env.update(extra)
-    return env
+from support import clean_env  # noqa: F401  (re-exported for the gateway tests)
 
 
 def ledger_toml(ledger: Path, extra: str = "") -> str:

@@ -25,24 +25,6 @@ def clip(prompt: str = "calm lo-fi beat with soft piano", **extra) -> dict:
     return {"model": "tune-3-clip-preview", "prompt": prompt, **extra}
 
 
-@pytest.fixture
-def s3_config(config, s3_server, s3_bucket):
-    storage = msgspec.structs.replace(
-        config.storage, s3_endpoint_url=s3_server, s3_bucket=s3_bucket, s3_access_key_id="test",
-        s3_secret_access_key="test", signing_secret="test-signing-secret")
-    return msgspec.structs.replace(config, storage=storage)
-
-
-@pytest.fixture
-async def hosted(make_gateway, s3_config):
-    return await make_gateway(s3_config)
-
-
-@pytest.fixture
-async def hosted_org(hosted):
-    return await hosted.new_org("50")
-
-
 async def post_music(gateway, key: str, body: dict, **headers):
     return await gateway.client.post("/v1/music", json=body, headers={**auth(key), **headers})
 

@@ -3,9 +3,7 @@
 import hashlib
 import random
 
-# Dummy credentials handed to the client explicitly, so nothing reads the environment or ~/.aws.
-CREDENTIALS = {"region": "us-east-1", "access_key_id": "testing-access-key-id",
-               "secret_access_key": "testing-secret-access-key"}
+from support import S3_CREDENTIALS as CREDENTIALS  # noqa: F401  (re-exported)
 
 
 def payload(size: int, seed: int = 7) -> bytes:

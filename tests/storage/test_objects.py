@@ -9,25 +9,11 @@ import pytest
 from storage.deletion import MAX_KEYS_PER_DELETE, batches, read_response
 from storage.objects import ObjectStore, StorageError, StoredObject
 from storage_helpers import CREDENTIALS, md5_etag, payload
+from support import count_objects, put_many
 
 
 async def collect(chunks) -> list[bytes]:
     return [chunk async for chunk in chunks]
-
-
-async def put_many(client, bucket: str, keys: list[str]) -> None:
-    """Store an object under each key, a few at a time (the client pools 10 connections)."""
-    gate = asyncio.Semaphore(10)
-
-    async def put(key: str) -> None:
-        async with gate:
-            await client.put_object(Bucket=bucket, Key=key, Body=key.encode())
-    await asyncio.gather(*(put(key) for key in keys))
-
-
-async def count_objects(client, bucket: str) -> int:
-    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
-    return sum([page.get("KeyCount", 0) async for page in pages])
 
 
 def free_port() -> int:

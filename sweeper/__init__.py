@@ -1,0 +1,10 @@
+"""The retention sweeper: a standalone process that deletes hosted media once it is older than
+the retention period and, if the operator switches it on, removes old logged text.
+
+It imports `ledger` and `storage`, never `gateway`; several may run at once on different hosts.
+
+- `settings`: its sections of the shared TOML file, with the same GATEWAY_* overrides.
+- `worklist`: what is due, read from the ledger's projections through partial indexes.
+- `sweep`: one pass (delete first, then mark) and its report.
+- `runner`: the loop, its signals, and its one log line per pass; `cli`: the command line.
+"""

@@ -1,0 +1,93 @@
+"""The sweeper's settings: its sections of the gateway's TOML file, with the same overrides.
+
+The file is shared with the gateway, which validates all of it. The sweeper reads only the
+sections it uses ([ledger], [storage], [sweeper], [retention]), typed with msgspec, and the
+GATEWAY_<SECTION>_<KEY> variables of those sections; keys it does not use are the gateway's
+business and are passed over. Secrets may be written `env:NAME`.
+"""
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Annotated
+
+import msgspec
+
+
+class SettingsError(ValueError):
+    """The settings cannot be used; the message names the offending key."""
+
+
+class Section(msgspec.Struct, frozen=True, kw_only=True):
+    """Base of every section the sweeper reads."""
+
+
+class LedgerSettings(Section):
+    url: str = "sqlite:///./data/gateway.db"
+
+
+class StorageSettings(Section):
+    s3_endpoint_url: str = ""
+    s3_bucket: str = "gateway-media"
+    s3_region: str = "us-east-1"
+    s3_access_key_id: str = ""
+    s3_secret_access_key: str = ""
+    retention_days: Annotated[int, msgspec.Meta(ge=1)] = 30
+
+
+class SweeperSettings(Section):
+    interval_s: Annotated[float, msgspec.Meta(gt=0)] = 300.0
+
+
+class RetentionSettings(Section):
+    text_days: Annotated[int, msgspec.Meta(ge=0)] = 0  # 0 keeps logged text forever
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    ledger: LedgerSettings = LedgerSettings()
+    storage: StorageSettings = StorageSettings()
+    sweeper: SweeperSettings = SweeperSettings()
+    retention: RetentionSettings = RetentionSettings()
+
+
+# section name -> its field names, as the environment variables spell them
+FIELDS = {section.name: [f.name for f in msgspec.structs.fields(section.type)]
+          for section in msgspec.structs.fields(Settings)}
+
+
+def load(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:
+    """Read the sweeper's sections of `path`, apply GATEWAY_* overrides and env: secrets."""
+    environ = os.environ if environ is None else environ
+    file = _read_toml(path) if path else {}
+    raw = {name: _section(file, name) for name in FIELDS}
+    for section, fields in FIELDS.items():
+        for field in fields:
+            if (value := environ.get(f"GATEWAY_{section}_{field}".upper())) is not None:
+                raw[section][field] = value
+    try:
+        return msgspec.convert(_resolve_secrets(raw, environ), Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise SettingsError(f"invalid configuration: {exc}") from None
+
+
+def _section(file: dict, name: str) -> dict:
+    value = file.get(name, {})
+    if not isinstance(value, dict):
+        raise SettingsError(f"invalid configuration: [{name}] must be a table")
+    return {key: value[key] for key in FIELDS[name] if key in value}
+
+
+def _read_toml(path: str | Path) -> dict:
+    try:
+        return tomllib.loads(Path(path).read_text())
+    except OSError as exc:
+        raise SettingsError(f"cannot read config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def _resolve_secrets(raw: dict[str, dict], environ: dict[str, str]) -> dict[str, dict]:
+    """Every 'env:NAME' value replaced by the variable's value ('' when unset)."""
+    return {section: {key: environ.get(value[4:], "") if isinstance(value, str)
+                      and value.startswith("env:") else value for key, value in fields.items()}
+            for section, fields in raw.items()}
