@@ -16,7 +16,7 @@ from ledger.recorder import Recorder
 DUE_MEDIA = (
     "SELECT created_at_us, request_id, org_id, object_key FROM music_tracks"
     " WHERE storage = 's3' AND error = 0 AND expired_at_us IS NULL AND created_at_us < ?"
-    " AND (created_at_us > ? OR (created_at_us = ? AND request_id > ?))"
+    " AND created_at_us >= ? AND (created_at_us > ? OR request_id > ?)"
     " ORDER BY created_at_us, request_id LIMIT ?")
 DUE_TEXT = "SELECT COUNT(*) FROM content WHERE body IS NOT NULL AND created_at_us < ?"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -9,6 +9,7 @@ from ledger.sqlite import SQLiteRecorder
 from storage.objects import ObjectStore
 from support import count_objects
 from sweeper.sweep import NO_STORAGE, Sweeper
+from sweeper.worklist import DUE_MEDIA, DUE_TEXT
 from sweeper_helpers import DAY, created_at, expiry_events, host_tracks
 
 MICROSECOND = timedelta(microseconds=1)
@@ -153,3 +154,11 @@ async def test_two_sweepers_racing_over_one_list_mark_each_track_exactly_once(re
     assert sorted(e.object_key for e in await expiry_events(recorder)) == keys
     assert await count_objects(s3_client, store.bucket) == 0
     assert (await audit.verify(recorder))[1] == []
+
+
+async def test_the_work_list_is_read_through_the_partial_indexes(recorder):
+    for query, params, index in ((DUE_MEDIA, (1, 0, 0, "", 10), "music_tracks_hosted"),
+                                 (DUE_TEXT, (1,), "content_kept")):
+        plan = " ".join(row[3] for row in await recorder.fetch("EXPLAIN QUERY PLAN " + query, params))
+        assert f"USING INDEX {index} (created_at_us>? AND created_at_us<?)" in plan or \
+            f"USING INDEX {index} (created_at_us<?)" in plan, plan
