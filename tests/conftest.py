@@ -1,9 +1,12 @@
 """Shared fixtures: the real simulator and the real gateway, each on a real socket."""
 
 from decimal import Decimal
+from typing import Any
 
 import msgspec
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from gateway import admin
 from gateway.app import LEDGER, create_app
@@ -13,6 +16,33 @@ from support import PROVIDER_KEY, S3_CREDENTIALS
 from simulator.app import create_app as create_simulator
 from simulator.settings import Settings
 
+
+# -- the simulator on its own, for its tests ---------------------------------------------------
+
+class NonCancellingTestServer(TestServer):
+    """A TestServer that, like `python -m simulator`, leaves handler_cancellation off.
+
+    aiohttp's TestServer always turns it on, so without this the simulator's own
+    disconnect detection (polling the transport) would never be exercised.
+    """
+
+    async def _make_runner(self, **kwargs: Any) -> web.AppRunner:
+        return await super()._make_runner(**{**kwargs, "handler_cancellation": False})
+
+
+@pytest.fixture
+def make_client(aiohttp_client):
+    async def make(*, handler_cancellation: bool = True, **settings: Any):
+        server_class = TestServer if handler_cancellation else NonCancellingTestServer
+        return await aiohttp_client(server_class(create_simulator(Settings(**settings))))
+
+    return make
+
+
+@pytest.fixture(params=[True, False], ids=["handler-cancellation", "no-handler-cancellation"])
+def handler_cancellation(request) -> bool:
+    """Disconnect behaviour must hold whether or not aiohttp cancels handlers."""
+    return request.param
 
 
 @pytest.fixture

@@ -10,12 +10,8 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 
-from simulator.app import create_app
 from simulator.directives import DirectiveError, Directives, parse_directives
-from simulator.settings import Settings
 from simulator.textgen import WORDS, completion_text, count_prompt_tokens
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -38,32 +34,6 @@ async def post_chat(client, content: Any, **extra: Any) -> aiohttp.ClientRespons
 
 
 ROLE_DELTA = {"role": "assistant", "content": ""}
-
-
-class NonCancellingTestServer(TestServer):
-    """A TestServer that, like `python -m simulator`, leaves handler_cancellation off.
-
-    aiohttp's TestServer always turns it on, so without this the simulator's own
-    disconnect detection (polling the transport) would never be exercised.
-    """
-
-    async def _make_runner(self, **kwargs: Any) -> web.AppRunner:
-        return await super()._make_runner(**{**kwargs, "handler_cancellation": False})
-
-
-@pytest.fixture
-def make_client(aiohttp_client):
-    async def make(*, handler_cancellation: bool = True, **settings: Any):
-        server_class = TestServer if handler_cancellation else NonCancellingTestServer
-        return await aiohttp_client(server_class(create_app(Settings(**settings))))
-
-    return make
-
-
-@pytest.fixture(params=[True, False], ids=["handler-cancellation", "no-handler-cancellation"])
-def handler_cancellation(request) -> bool:
-    """Disconnect behaviour must hold whether or not aiohttp cancels handlers."""
-    return request.param
 
 
 async def sse_events(response: aiohttp.ClientResponse) -> list[Any]:

@@ -8,10 +8,7 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 
-from simulator.app import create_app
 from simulator.mp3 import (
     BITRATE,
     CYCLE_BYTES,
@@ -22,7 +19,6 @@ from simulator.mp3 import (
     mp3_duration_s,
     silent_mp3,
 )
-from simulator.settings import Settings
 
 CLIP, PRO = "tune-3-clip-preview", "tune-3-pro-preview"
 KEY = {"x-goog-api-key": "goog-test"}
@@ -70,27 +66,6 @@ def audio_of(body: dict[str, Any]) -> bytes:
     (part,) = [p for p in body["candidates"][0]["content"]["parts"] if "inlineData" in p]
     assert part["inlineData"]["mimeType"] == "audio/mpeg"
     return base64.b64decode(part["inlineData"]["data"], validate=True)
-
-
-class NonCancellingTestServer(TestServer):
-    """Like `python -m simulator`: handler_cancellation off (aiohttp's TestServer turns it on)."""
-
-    async def _make_runner(self, **kwargs: Any) -> web.AppRunner:
-        return await super()._make_runner(**{**kwargs, "handler_cancellation": False})
-
-
-@pytest.fixture
-def make_client(aiohttp_client):
-    async def make(*, handler_cancellation: bool = True, **settings: Any):
-        server_class = TestServer if handler_cancellation else NonCancellingTestServer
-        return await aiohttp_client(server_class(create_app(Settings(**settings))))
-
-    return make
-
-
-@pytest.fixture(params=[True, False], ids=["handler-cancellation", "no-handler-cancellation"])
-def handler_cancellation(request) -> bool:
-    return request.param
 
 
 async def records(client) -> list[dict[str, Any]]:

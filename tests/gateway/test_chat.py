@@ -3,7 +3,6 @@
 import asyncio
 from decimal import Decimal
 
-import aiohttp
 import orjson
 import pytest
 

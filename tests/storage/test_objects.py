@@ -1,6 +1,5 @@
 """ObjectStore against a real S3 API server (moto) over real sockets."""
 
-import asyncio
 import json
 import socket
 
