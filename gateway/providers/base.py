@@ -19,6 +19,7 @@ class ChatCall(msgspec.Struct, frozen=True):
     request_id: str
     upstream_model: str
     body: dict  # the client's request, OpenAI chat format, unknown fields kept
+    api_key: str = ""  # the organization's own provider key (BYOK); empty: the gateway's key
 
 
 class ChatReply(msgspec.Struct, frozen=True):
@@ -40,6 +41,7 @@ class MusicCall(msgspec.Struct, frozen=True):
     upstream_model: str
     prompt: str  # composed: prompt, then the instrumental note or the lyrics block
     images: list[tuple[str, bytes]] = []  # (mime type, bytes) reference images
+    api_key: str = ""  # the organization's own provider key (BYOK); empty: the gateway's key
 
 
 class MusicReply(msgspec.Struct, frozen=True):

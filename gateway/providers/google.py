@@ -55,10 +55,15 @@ class GoogleProvider:
 
     def __init__(self, config: ProviderConfig, session: aiohttp.ClientSession) -> None:
         self._base = config.base_url.rstrip("/")
-        self._headers = {"Content-Type": "application/json"}
-        if config.api_key:
-            self._headers["x-goog-api-key"] = config.api_key
+        self._api_key = config.api_key
         self._session = session
+
+    def headers(self, api_key: str = "") -> dict[str, str]:
+        """Request headers with the org's own key when it has one (BYOK), else the gateway's."""
+        headers = {"Content-Type": "application/json"}
+        if key := api_key or self._api_key:
+            headers["x-goog-api-key"] = key
+        return headers
 
     async def generate_music(self, call: MusicCall, timeout_s: float) -> MusicReply:
         url = f"{self._base}/v1beta/models/{call.upstream_model}:generateContent"
@@ -66,7 +71,7 @@ class GoogleProvider:
         try:
             async with asyncio.timeout(timeout_s):  # the whole round trip, body included
                 response = await post_json(self._session, self.id, url, music_body(call),
-                                           self._headers, timeout)
+                                           self.headers(call.api_key), timeout)
                 return music_reply(await read_json(self.id, response))
         except TimeoutError:
             raise UpstreamError(504, f"google did not finish the generation within {timeout_s:g} s") from None

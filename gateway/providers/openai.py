@@ -59,17 +59,24 @@ class OpenAIProvider:
     capabilities = frozenset({"chat"})
 
     def __init__(self, config: ProviderConfig, session: aiohttp.ClientSession) -> None:
-        self._url = config.base_url.rstrip("/") + "/chat/completions"
-        self._headers = {"Content-Type": "application/json"}
-        if config.api_key:
-            self._headers["Authorization"] = f"Bearer {config.api_key}"
+        self._base = config.base_url.rstrip("/")
+        self._url = self._base + "/chat/completions"
+        self._api_key = config.api_key
         self._session = session
         self._timeout = timeout_for(config)
+
+    def headers(self, api_key: str = "", content_type: str | None = "application/json") -> dict[str, str]:
+        """Request headers with the org's own key when it has one (BYOK), else the gateway's."""
+        headers = {"Content-Type": content_type} if content_type else {}
+        if key := api_key or self._api_key:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
 
     async def chat(self, call: ChatCall) -> ChatReply:
         body = {**call.body, "model": call.upstream_model, "stream": False}
         body.pop("stream_options", None)
-        response = await post_json(self._session, self.id, self._url, body, self._headers, self._timeout)
+        response = await post_json(self._session, self.id, self._url, body, self.headers(call.api_key),
+                                   self._timeout)
         reply = await read_json(self.id, response)
         return ChatReply(reply, usage_of(reply.get("usage")))
 
@@ -77,5 +84,6 @@ class OpenAIProvider:
         # Always ask for usage, so a stream is billed even when the client did not ask.
         body = {**call.body, "model": call.upstream_model, "stream": True,
                 "stream_options": {**(call.body.get("stream_options") or {}), "include_usage": True}}
-        response = await post_json(self._session, self.id, self._url, body, self._headers, self._timeout)
+        response = await post_json(self._session, self.id, self._url, body, self.headers(call.api_key),
+                                   self._timeout)
         return OpenAIChatStream(response)
