@@ -107,8 +107,21 @@ class MediaExpired(Event, tag="media_expired"):
     object_key: str
 
 
+class ProviderKeySet(Event, tag="provider_key_set"):
+    """The organization brought its own key for a provider (BYOK). Only a fingerprint is
+    recorded: the key itself is sealed and kept beside the ledger, never in an event."""
+
+    provider: str
+    fingerprint: str
+
+
+class ProviderKeyRemoved(Event, tag="provider_key_removed"):
+    provider: str
+
+
 AnyEvent = (OrgCreated | ApiKeyCreated | ApiKeyRevoked | CreditsAdded | RetentionChanged
-            | RequestCompleted | CreditsHeld | HoldReleased | MusicTrackRecorded | MediaExpired)
+            | RequestCompleted | CreditsHeld | HoldReleased | MusicTrackRecorded | MediaExpired
+            | ProviderKeySet | ProviderKeyRemoved)
 
 encode_event = msgspec.json.Encoder().encode
 decode_event = msgspec.json.Decoder(AnyEvent).decode

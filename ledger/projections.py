@@ -9,7 +9,8 @@ from typing import NamedTuple
 
 from ledger.events import (
     ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, HoldReleased, MediaExpired,
-    MusicTrackRecorded, OrgCreated, RequestCompleted, RetentionChanged,
+    MusicTrackRecorded, OrgCreated, ProviderKeyRemoved, ProviderKeySet, RequestCompleted,
+    RetentionChanged,
 )
 from ledger.recorder import Recorded
 
@@ -33,6 +34,7 @@ TABLES: dict[str, str] = {
     "music_tracks": "request_id",
     "idempotency_keys": "org_id, idempotency_key",
     "media_expired": "request_id",
+    "provider_keys": "org_id, provider",
 }
 
 # What an org may still reserve: the credit not yet spent nor held.
@@ -55,6 +57,11 @@ REMEMBER_KEY = (
 INSERT_EXPIRED = ("INSERT INTO media_expired (request_id, org_id, position, object_key, expired_at_us)"
                   " VALUES (?, ?, ?, ?, ?)")
 MARK_EXPIRED = "UPDATE music_tracks SET expired_at_us = ? WHERE request_id = ? AND org_id = ?"
+SET_PROVIDER_KEY = (
+    "INSERT INTO provider_keys (org_id, provider, fingerprint, set_at_us) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (org_id, provider) DO UPDATE SET fingerprint = excluded.fingerprint,"
+    " set_at_us = excluded.set_at_us")
+REMOVE_PROVIDER_KEY = "DELETE FROM provider_keys WHERE org_id = ? AND provider = ?"
 SET_RETENTION = "UPDATE orgs SET retention = ? WHERE org_id = ?"
 ADD_CREDITS = "UPDATE orgs SET credits_inr_nano = credits_inr_nano + ? WHERE org_id = ?"
 ADD_SPEND = ("UPDATE orgs SET spent_inr_nano = spent_inr_nano + ?, requests = requests + 1"
@@ -95,6 +102,11 @@ def statements(recorded: Recorded) -> list[Statement]:
             return [Statement(UPDATE, ADD_HELD, (-amount, org))]
         case MusicTrackRecorded() as e:
             return _track_statements(recorded, e)
+        # One phase for both, so a set and a removal in one batch keep their order.
+        case ProviderKeySet(provider=provider, fingerprint=fingerprint):
+            return [Statement(LOG, SET_PROVIDER_KEY, (org, provider, fingerprint, at))]
+        case ProviderKeyRemoved(provider=provider):
+            return [Statement(LOG, REMOVE_PROVIDER_KEY, (org, provider))]
         case MediaExpired(request_id=request_id, object_key=key):
             return [Statement(LOG, INSERT_EXPIRED, (request_id, org, recorded.position, key, at)),
                     Statement(MARK, MARK_EXPIRED, (at, request_id, org))]

@@ -43,13 +43,22 @@ class Content(msgspec.Struct, frozen=True):
     sha256: str
 
 
+class Secret(msgspec.Struct, frozen=True):
+    """A value sealed by its owner (for example a provider key), kept beside the ledger under
+    (stream, name) and never in an event. `sealed` None removes it."""
+
+    name: str
+    sealed: bytes | None
+
+
 class Append(msgspec.Struct, frozen=True):
-    """One all-or-nothing unit: events for one stream, plus the text they reference."""
+    """One all-or-nothing unit: events for one stream, plus the text and secrets they reference."""
 
     stream_id: str
     events: Sequence[Event]
     expected_version: int | None = None  # None: append whatever the stream's version is
     contents: Sequence[Content] = ()
+    secrets: Sequence[Secret] = ()
 
 
 class Recorded(msgspec.Struct, frozen=True):
@@ -137,7 +146,8 @@ class Recorder(abc.ABC):
         rejected it (ConcurrencyError, InsufficientCredit, AppendRejected). A unit holding
         credit (CreditsHeld) is accepted only if the org's available balance, read under the
         write lock, covers it: concurrent holds can never overspend. A rejected unit leaves no trace; the
-        other units are unaffected. Projections change in the same transaction as events.
+        other units are unaffected. Projections, content and secrets change in the same transaction
+        as events; a unit's secrets replace (or, when `sealed` is None, remove) the stored ones.
         """
 
     @abc.abstractmethod

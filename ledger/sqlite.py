@@ -18,7 +18,7 @@ import msgspec
 from ledger import projections
 from ledger.events import decode_event
 from ledger.recorder import (
-    Append, AppendRejected, CorruptEvent, Outcome, Recorded, Recorder, accepted, held_by, plan,
+    Append, AppendRejected, CorruptEvent, Outcome, Recorded, Recorder, Secret, accepted, held_by, plan,
 )
 
 SCHEMA = """
@@ -43,6 +43,12 @@ CREATE TABLE IF NOT EXISTS content (
     body BLOB,
     removed_at_us INTEGER,
     created_at_us INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS secrets (
+    stream_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    sealed BLOB NOT NULL,
+    PRIMARY KEY (stream_id, name)
 );
 """ + "\n".join(f"CREATE TABLE IF NOT EXISTS {name} ({columns});" for name, columns in {
     "orgs": "org_id TEXT PRIMARY KEY, name TEXT NOT NULL, retention TEXT NOT NULL,"
@@ -71,6 +77,8 @@ CREATE TABLE IF NOT EXISTS content (
                         " created_at_us INTEGER NOT NULL, PRIMARY KEY (org_id, idempotency_key)",
     "media_expired": "request_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, position INTEGER NOT NULL,"
                      " object_key TEXT NOT NULL, expired_at_us INTEGER NOT NULL",
+    "provider_keys": "org_id TEXT NOT NULL, provider TEXT NOT NULL, fingerprint TEXT NOT NULL,"
+                     " set_at_us INTEGER NOT NULL, PRIMARY KEY (org_id, provider)",
 }.items()) + """
 CREATE INDEX IF NOT EXISTS request_log_by_org ON request_log (org_id, position);
 CREATE INDEX IF NOT EXISTS music_tracks_by_org ON music_tracks (org_id, position);
@@ -97,6 +105,9 @@ BACKFILL_CONTENT_TIMES = (
 REMOVE_TEXT = ("UPDATE content SET body = NULL, removed_at_us = ? WHERE content_id IN"
                " (SELECT content_id FROM content WHERE body IS NOT NULL AND created_at_us < ?"
                " ORDER BY created_at_us LIMIT ?)")
+PUT_SECRET = ("INSERT INTO secrets (stream_id, name, sealed) VALUES (?, ?, ?)"
+              " ON CONFLICT (stream_id, name) DO UPDATE SET sealed = excluded.sealed")
+DROP_SECRET = "DELETE FROM secrets WHERE stream_id = ? AND name = ?"
 SELECT_EVENTS = "SELECT position, stream_id, version, recorded_at_us, type, data, hash FROM events"
 _COLUMN_TYPES = (int, str, int, int, str, bytes, bytes)  # of a SELECT_EVENTS row
 
@@ -119,6 +130,12 @@ def _row_to_recorded(row: tuple) -> Recorded:
     except msgspec.DecodeError as exc:
         raise CorruptEvent(f"event at position {position} does not decode: {exc}") from exc
     return Recorded(position, stream_id, version, at, kind, event, data, digest)
+
+
+def _secret_statement(stream_id: str, secret: Secret) -> tuple[str, tuple]:
+    if secret.sealed is None:
+        return DROP_SECRET, (stream_id, secret.name)
+    return PUT_SECRET, (stream_id, secret.name, secret.sealed)
 
 
 class SQLiteRecorder(Recorder):
@@ -228,6 +245,9 @@ class SQLiteRecorder(Recorder):
                     for u, rs in units for c in u.contents]
         if contents:
             await self._writer.executemany(INSERT_CONTENT, contents)
+        for unit, _ in units:
+            for secret in unit.secrets:
+                await self._writer.execute(*_secret_statement(unit.stream_id, secret))
         for sql, params in projections.grouped(recorded):
             await self._writer.executemany(sql, params)
 

@@ -16,9 +16,10 @@ import pytest
 
 from ledger import audit, projections
 from ledger.events import RequestCompleted, encode_event
+from ledger.events import ProviderKeyRemoved, ProviderKeySet
 from ledger.recorder import (
-    GENESIS_HASH, AppendRejected, ConcurrencyError, CorruptEvent, InsufficientCredit, Recorder,
-    chain_hash,
+    GENESIS_HASH, Append, AppendRejected, ConcurrencyError, CorruptEvent, InsufficientCredit, Recorder,
+    Secret, chain_hash,
 )
 from ledger.writer import GroupCommitWriter
 from ledger_helpers import (
@@ -528,3 +529,30 @@ class RecorderContract(abc.ABC):
                                     " ORDER BY content_id")
         assert rows == [("c0", None, 1), ("c1", None, 1), ("c2", b"text 2", 0)]
         assert (await audit.verify(recorder))[1] == []
+
+    async def test_secrets_are_kept_beside_the_events_and_follow_their_unit(self, recorder):
+        def set_key(fingerprint: str, sealed: bytes) -> Append:
+            return Append("acme", [ProviderKeySet(provider="openai", fingerprint=fingerprint)],
+                          secrets=[Secret("openai", sealed)])
+        await append_ok(recorder, unit("acme", org()))
+        await append_ok(recorder, set_key("fp1", b"sealed-1"))
+        await append_ok(recorder, set_key("fp2", b"sealed-2"))  # a new key replaces the old one
+        assert await recorder.fetch("SELECT org_id, provider, fingerprint FROM provider_keys") == [
+            ("acme", "openai", "fp2")]
+        assert await recorder.fetch("SELECT stream_id, name, sealed FROM secrets") == [
+            ("acme", "openai", b"sealed-2")]
+        assert all(b"sealed" not in r.data for r in await recorder.read())  # never in an event
+
+        await append_ok(recorder, Append("acme", [ProviderKeyRemoved(provider="openai")],
+                                         secrets=[Secret("openai", None)]))
+        assert await recorder.fetch("SELECT * FROM provider_keys") == []
+        assert await recorder.fetch("SELECT * FROM secrets") == []
+        assert (await audit.verify(recorder))[1] == []
+
+    async def test_a_rejected_unit_leaves_its_secret_unwritten(self, recorder):
+        await append_ok(recorder, unit("acme", org()))
+        [outcome] = await recorder.append([Append(
+            "acme", [ProviderKeySet(provider="openai", fingerprint="fp")], expected_version=99,
+            secrets=[Secret("openai", b"sealed")])])
+        assert isinstance(outcome, ConcurrencyError)
+        assert await recorder.fetch("SELECT * FROM secrets") == []
