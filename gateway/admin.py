@@ -4,11 +4,16 @@ from decimal import Decimal
 
 from gateway import keys
 from gateway.jsonio import number
-from ledger.events import ApiKeyCreated, ApiKeyRevoked, CreditsAdded, OrgCreated, RetentionChanged
+from gateway.sealing import Sealer, SealingError
+from ledger.events import (
+    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, OrgCreated, ProviderKeyRemoved, ProviderKeySet,
+    RetentionChanged,
+)
 from ledger.money import InvalidAmount, from_nano, parse_amount, to_nano
-from ledger.recorder import Append, Recorder
+from ledger.recorder import Append, Recorder, Secret
 
 RETENTION_MODES = ("retain", "none")
+PROVIDERS = ("openai", "anthropic", "google")
 # Balances are 64-bit nano-rupees (about 9.2e9 INR); one operation stays far below that.
 MAX_AMOUNT_INR = Decimal(1_000_000_000)
 
@@ -61,6 +66,31 @@ async def set_retention(recorder: Recorder, org_id: str, retention: str) -> dict
     return {"org_id": org_id, "retention": retention}
 
 
+async def set_provider_key(recorder: Recorder, sealer: Sealer, org_id: str, provider: str, key: str) -> dict:
+    """Requests of the org to `provider` then use its own key and are not charged to credits.
+    The ledger records a fingerprint; the key itself is sealed and stored beside it."""
+    _check_provider(provider)
+    if not key.strip():
+        raise AdminError("the provider key is empty")
+    await _require_org(recorder, org_id)
+    try:
+        fingerprint, sealed = sealer.fingerprint(key.strip()), sealer.seal(org_id, provider, key.strip())
+    except SealingError as exc:
+        raise AdminError(str(exc)) from None
+    await _append(recorder, Append(org_id, [ProviderKeySet(provider=provider, fingerprint=fingerprint)],
+                                   secrets=[Secret(provider, sealed)]))
+    return {"org_id": org_id, "provider": provider, "fingerprint": fingerprint}
+
+
+async def remove_provider_key(recorder: Recorder, org_id: str, provider: str) -> dict:
+    _check_provider(provider)
+    await _require_org(recorder, org_id)
+    if await recorder.fetch("SELECT 1 FROM provider_keys WHERE org_id = ? AND provider = ?", (org_id, provider)):
+        await _append(recorder, Append(org_id, [ProviderKeyRemoved(provider=provider)],
+                                       secrets=[Secret(provider, None)]))
+    return {"org_id": org_id, "provider": provider, "removed": True}
+
+
 async def balance(recorder: Recorder, org_id: str) -> dict:
     rows = await recorder.fetch(
         "SELECT credits_inr_nano, spent_inr_nano FROM orgs WHERE org_id = ?", (org_id,))
@@ -93,6 +123,11 @@ def _amount(text: str, allow_zero: bool = False) -> Decimal:
 def _check_retention(retention: str) -> None:
     if retention not in RETENTION_MODES:
         raise AdminError(f"retention must be one of {', '.join(RETENTION_MODES)}, got {retention!r}")
+
+
+def _check_provider(provider: str) -> None:
+    if provider not in PROVIDERS:
+        raise AdminError(f"provider must be one of {', '.join(PROVIDERS)}, got {provider!r}")
 
 
 async def _require_org(recorder: Recorder, org_id: str) -> None:

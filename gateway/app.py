@@ -14,6 +14,8 @@ from gateway.directory import Directory
 from gateway.handlers import MAX_BODY_BYTES, setup_routes
 from gateway.idempotency import IdempotencyKeys
 from gateway.middleware import authenticate, observe
+from gateway.provider_keys import ProviderKeys
+from gateway.sealing import Sealer
 from gateway.services import Services
 from gateway.signing import Signer
 from gateway.state import SERVICES
@@ -22,7 +24,6 @@ from ledger.follower import LogFollower
 from ledger.recorder import Recorder
 from ledger.writer import GroupCommitWriter
 from storage.objects import ObjectStore
-
 
 
 class Ledger(msgspec.Struct, frozen=True):
@@ -101,5 +102,6 @@ async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         config, Catalogue.load(config.catalogue.path or None), ledger.recorder, ledger.writer,
         ledger.directory, providers.build(config.providers, app[UPSTREAM]), app[REDIS], app[STORE],
         Signer(config.storage.signing_secret, config.storage.signed_url_ttl_s),
-        IdempotencyKeys(ledger.recorder))
+        IdempotencyKeys(ledger.recorder),
+        ProviderKeys(ledger.recorder, Sealer(config.secrets.master_key), ledger.directory))
     yield

@@ -32,8 +32,18 @@ def require_credit(services: Services, caller: Caller) -> None:
     """402 unless the organization still has credit left."""
     account = services.directory.account(caller.org_id)
     if account is None or account.balance_inr_nano <= 0:
-        raise ApiError(402, "insufficient credits: the organization's balance is used up;"
-                            " add credits to continue", type="insufficient_credits")
+        raise ApiError(402, "insufficient credits: the organization's balance is used up and it has"
+                            " no key of its own for this provider; add credits to continue",
+                       type="insufficient_credits")
+
+
+async def admit(services: Services, caller: Caller, provider_id: str) -> str:
+    """The organization's own key for the provider ("": the gateway's, and the request is paid
+    from credits). 402 only when no credit is left and no key of the org's applies (spec 7)."""
+    key = await services.provider_keys.key_for(caller.org_id, provider_id) if services.provider_keys else ""
+    if not key:
+        require_credit(services, caller)
+    return key
 
 
 def request_event(caller: Caller, outcome: Outcome, content: Content | None = None) -> RequestCompleted:

@@ -10,7 +10,7 @@ from aiohttp import web
 from gateway import sse
 from gateway.billing import Usage, token_cost, usage_body
 from gateway.catalogue import Resolved, UnknownModel
-from gateway.charges import Outcome, record, require_credit
+from gateway.charges import Outcome, admit, record
 from gateway.errors import ApiError, UpstreamError, bad_request
 from gateway.jsonio import encode
 from gateway.providers.base import ChatCall, ChatStream
@@ -72,8 +72,8 @@ def estimate_prompt_tokens(request: ChatRequest) -> int:
 async def complete(services: Services, caller: Caller, body: dict, request: ChatRequest) -> dict:
     """A non-streamed completion, billed before it is returned."""
     model = resolve_chat_model(services, request.model)
-    require_credit(services, caller)
-    call = ChatCall(caller.request_id, model.upstream_model, body)
+    api_key = await admit(services, caller, model.provider_id)
+    call = ChatCall(caller.request_id, model.upstream_model, body, api_key)
     try:
         reply = await services.providers[model.provider_id].chat(call)
     except UpstreamError as exc:
@@ -81,7 +81,7 @@ async def complete(services: Services, caller: Caller, body: dict, request: Chat
         raise exc.to_api_error(model.provider_id, request.model) from None
     cost = _cost(services, model, reply.usage)
     answer = [c.get("message", {}).get("content") for c in reply.body.get("choices") or ()]
-    await record(services, caller, _outcome(model, request, 200, reply.usage, cost),
+    await record(services, caller, _outcome(model, request, 200, reply.usage, cost, byok=bool(api_key)),
                  {"request": prompt_text(request), "response": answer})
     reply.body["usage"] = {**(reply.body.get("usage") or {}), **usage_body(reply.usage, cost)}
     return reply.body
@@ -90,14 +90,14 @@ async def complete(services: Services, caller: Caller, body: dict, request: Chat
 async def open_stream(services: Services, caller: Caller, body: dict, request: ChatRequest) -> "StreamRelay":
     """Start a streamed completion; errors before the first chunk are ordinary error responses."""
     model = resolve_chat_model(services, request.model)
-    require_credit(services, caller)
-    call = ChatCall(caller.request_id, model.upstream_model, body)
+    api_key = await admit(services, caller, model.provider_id)
+    call = ChatCall(caller.request_id, model.upstream_model, body, api_key)
     try:
         upstream = await services.providers[model.provider_id].open_chat_stream(call)
     except UpstreamError as exc:
         await _record_failure(services, caller, model, request, exc)
         raise exc.to_api_error(model.provider_id, request.model) from None
-    return StreamRelay(services, caller, request, model, upstream)
+    return StreamRelay(services, caller, request, model, upstream, byok=bool(api_key))
 
 
 class StreamRelay:
@@ -110,9 +110,9 @@ class StreamRelay:
     """
 
     def __init__(self, services: Services, caller: Caller, request: ChatRequest,
-                 model: Resolved, upstream: ChatStream) -> None:
+                 model: Resolved, upstream: ChatStream, byok: bool = False) -> None:
         self.services, self.caller, self.request = services, caller, request
-        self.model, self.upstream = model, upstream
+        self.model, self.upstream, self.byok = model, upstream, byok
         self.delivered, self.usage, self.text = 0, None, []
         self.usage_chunk: dict | None = None
 
@@ -145,7 +145,7 @@ class StreamRelay:
     async def _bill(self, status: int, *, estimated: bool) -> dict:
         usage = self.usage if not estimated else Usage(estimate_prompt_tokens(self.request), self.delivered)
         cost = _cost(self.services, self.model, usage)
-        outcome = _outcome(self.model, self.request, status, usage, cost, stream=True)
+        outcome = _outcome(self.model, self.request, status, usage, cost, stream=True, byok=self.byok)
         await record(self.services, self.caller, outcome,
                      {"request": prompt_text(self.request), "response": ["".join(self.text)]})
         return usage_body(usage, cost)
@@ -174,9 +174,11 @@ def _cost(services: Services, model: Resolved, usage: Usage):
 
 
 def _outcome(model: Resolved, request: ChatRequest, status: int, usage: Usage, cost, *,
-             stream: bool = False, error: str = "") -> Outcome:
+             stream: bool = False, byok: bool = False, error: str = "") -> Outcome:
+    """Delivered requests are charged, unless the org paid the provider with its own key."""
     return Outcome(route=ROUTE, model=model.model_id, provider=model.provider_id, status=status,
-                   stream=stream, usage=usage, cost=cost, charged=status in (200, 499), error=error)
+                   stream=stream, usage=usage, cost=cost, charged=status in (200, 499) and not byok,
+                   error=error)
 
 
 async def _record_failure(services: Services, caller: Caller, model: Resolved,

@@ -2,6 +2,7 @@
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Awaitable, Callable
 
@@ -11,6 +12,7 @@ from gateway import admin, config as config_module, demo, logs, server
 from gateway.admin import AdminError
 from gateway.config import Config, ConfigError
 from gateway.jsonio import lines
+from gateway.sealing import Sealer
 from ledger import audit
 from ledger.backends import recorder_for
 from ledger.recorder import Recorder
@@ -55,9 +57,16 @@ def _admin_parser(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     retention.add_argument("org_id")
     retention.add_argument("retention", choices=admin.RETENTION_MODES)
     add("balance").add_argument("org_id")
+    provider_key = add("set-provider-key")
+    provider_key.add_argument("org_id")
+    provider_key.add_argument("provider", choices=admin.PROVIDERS)
+    provider_key.add_argument("key", help="the key, env:NAME to read a variable, or - for standard input")
+    removed = add("remove-provider-key")
+    removed.add_argument("org_id")
+    removed.add_argument("provider", choices=admin.PROVIDERS)
 
 
-def admin_action(args: argparse.Namespace) -> Callable[[Recorder], Awaitable[dict]]:
+def admin_action(args: argparse.Namespace, config: Config) -> Callable[[Recorder], Awaitable[dict]]:
     match args.action:
         case "create-org":
             return lambda r: admin.create_org(r, args.name, args.credits_inr, args.retention)
@@ -71,7 +80,23 @@ def admin_action(args: argparse.Namespace) -> Callable[[Recorder], Awaitable[dic
             return lambda r: admin.set_retention(r, args.org_id, args.retention)
         case "balance":
             return lambda r: admin.balance(r, args.org_id)
+        case "set-provider-key":
+            sealer, key = Sealer(config.secrets.master_key), _secret_argument(args.key)
+            return lambda r: admin.set_provider_key(r, sealer, args.org_id, args.provider, key)
+        case "remove-provider-key":
+            return lambda r: admin.remove_provider_key(r, args.org_id, args.provider)
     raise AssertionError(args.action)
+
+
+def _secret_argument(text: str) -> str:
+    """A secret given as itself, as env:NAME (kept out of shell history), or as - (stdin)."""
+    if text == "-":
+        return sys.stdin.readline().strip()
+    if text.startswith("env:"):
+        if (value := os.environ.get(text[4:])) is None:
+            raise AdminError(f"environment variable {text[4:]} is not set")
+        return value
+    return text
 
 
 async def with_recorder(config: Config, action: Callable[[Recorder], Awaitable[object]]) -> object:
@@ -133,7 +158,7 @@ def _run(args: argparse.Namespace, config: Config) -> int:
             _event_loop_policy()
             asyncio.run(demo.run(config))
         case "admin":
-            result = asyncio.run(with_recorder(config, admin_action(args)))
+            result = asyncio.run(with_recorder(config, admin_action(args, config)))
             sys.stdout.buffer.write(lines(result))
         case "ledger":
             return asyncio.run(with_recorder(config, lambda r: ledger_command(r, args.action)))

@@ -74,6 +74,11 @@ class RetentionConfig(Section):
     text_days: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
+class SecretsConfig(Section):
+    # Seals organizations' own provider keys (BYOK) at rest; give it as env:NAME. Empty: BYOK off.
+    master_key: str = ""
+
+
 class ProviderConfig(Section):
     base_url: str
     api_key: str = ""
@@ -102,6 +107,7 @@ class Config(Section):
     music: MusicConfig = MusicConfig()
     sweeper: SweeperConfig = SweeperConfig()
     retention: RetentionConfig = RetentionConfig()
+    secrets: SecretsConfig = SecretsConfig()
     providers: ProvidersConfig = ProvidersConfig()
     catalogue: CatalogueConfig = CatalogueConfig()
 

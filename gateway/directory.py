@@ -11,7 +11,7 @@ import msgspec
 from gateway import keys
 from ledger.events import (
     ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, HoldReleased, OrgCreated,
-    RequestCompleted, RetentionChanged,
+    ProviderKeyRemoved, ProviderKeySet, RequestCompleted, RetentionChanged,
 )
 from ledger.recorder import Recorded, Recorder
 
@@ -45,12 +45,17 @@ class Directory:
         self._keys: dict[str, Principal] = {}  # by key digest; revoked keys are removed
         self._digests: dict[str, str] = {}  # key id -> digest, to revoke by id
         self._orgs: dict[str, OrgAccount] = {}
+        self._provider_keys: dict[tuple[str, str], str] = {}  # (org, provider) -> fingerprint
 
     def authenticate(self, key: str) -> Principal | None:
         return self._keys.get(keys.digest(key))
 
     def account(self, org_id: str) -> OrgAccount | None:
         return self._orgs.get(org_id)
+
+    def provider_key(self, org_id: str, provider: str) -> str | None:
+        """The fingerprint of the organization's own key for `provider`, if it has one."""
+        return self._provider_keys.get((org_id, provider))
 
     def apply(self, recorded: Recorded) -> None:
         """Fold one event into the view."""
@@ -71,6 +76,10 @@ class Directory:
             case ApiKeyCreated(key_id=key_id, key_hash=key_hash, admin=admin):
                 self._keys[key_hash] = Principal(key_id, org, admin)
                 self._digests[key_id] = key_hash
+            case ProviderKeySet(provider=provider, fingerprint=fingerprint):
+                self._provider_keys[(org, provider)] = fingerprint
+            case ProviderKeyRemoved(provider=provider):
+                self._provider_keys.pop((org, provider), None)
             case ApiKeyRevoked(key_id=key_id):
                 digest = self._digests.get(key_id, "")
                 if (principal := self._keys.get(digest)) and principal.org_id == org:
@@ -85,6 +94,9 @@ class Directory:
                 "SELECT org_id, retention, credits_inr_nano, spent_inr_nano, held_inr_nano FROM orgs"))
             self._load_keys(await recorder.fetch(
                 "SELECT key_id, org_id, key_hash, admin FROM api_keys WHERE revoked_at_us IS NULL"))
+            for org_id, provider, fingerprint in await recorder.fetch(
+                    "SELECT org_id, provider, fingerprint FROM provider_keys"):
+                self._provider_keys[(org_id, provider)] = fingerprint
         return position
 
     def _load_orgs(self, rows: Sequence[tuple]) -> None:

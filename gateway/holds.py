@@ -41,8 +41,10 @@ async def reserve(services: Services, caller: Caller, amount_inr_nano: int) -> H
     return hold
 
 
-async def settle(services: Services, caller: Caller, hold: Hold, outcome: Outcome,
+async def settle(services: Services, caller: Caller, hold: Hold | None, outcome: Outcome,
                  also: list[Event], contents: list[Content | None] = ()) -> None:
-    """End the hold and record the request in one unit: charged on success, released otherwise."""
+    """End the hold (if one was taken) and record the request in one unit: charged on success,
+    released otherwise."""
     prompt = next((c for c in contents if c is not None), None)
-    await commit(services, caller, [hold.released(), request_event(caller, outcome, prompt), *also], contents)
+    released = [hold.released()] if hold else []
+    await commit(services, caller, [*released, request_event(caller, outcome, prompt), *also], contents)

@@ -61,9 +61,10 @@ async def generate(services: Services, caller: Caller, request: MusicRequest, mo
                    images: list[Image], idempotency: tuple[str, str] = ("", "")) -> Generated:
     """Hold the price, call upstream once, store the audio, then settle; never retried."""
     cost = flat_cost(services, model)
-    hold = await holds.reserve(services, caller, cost.inr_nano)
+    api_key = await services.provider_keys.key_for(caller.org_id, model.provider_id) if services.provider_keys else ""
+    hold = None if api_key else await holds.reserve(services, caller, cost.inr_nano)  # BYOK: nothing to hold
     try:
-        reply = await _call_upstream(services, caller, request, model, images)
+        reply = await _call_upstream(services, caller, request, model, images, api_key)
         storage = storage_label(services, caller)
         stored = await services.store.put(object_key(caller), reply.audio, MIME) if storage == "s3" else None
     except BaseException as exc:
@@ -76,14 +77,14 @@ async def generate(services: Services, caller: Caller, request: MusicRequest, mo
 
 
 async def _call_upstream(services: Services, caller: Caller, request: MusicRequest, model: Resolved,
-                         images: list[Image]) -> MusicReply:
+                         images: list[Image], api_key: str) -> MusicReply:
     call = MusicCall(caller.request_id, model.upstream_model, compose_prompt(request),
-                     [(image.mime_type, image.data) for image in images])
+                     [(image.mime_type, image.data) for image in images], api_key)
     return await services.providers[model.provider_id].generate_music(
         call, services.config.music.upstream_timeout_s)
 
 
-async def _succeeded(services: Services, caller: Caller, request: MusicRequest, hold: holds.Hold,
+async def _succeeded(services: Services, caller: Caller, request: MusicRequest, hold: holds.Hold | None,
                      generated: Generated, stored: StoredObject | None, idempotency: tuple[str, str]) -> None:
     prompt = retained(services, caller, "_p", {"prompt": request.prompt, "lyrics": request.lyrics,
                                                  "instrumental": request.instrumental})
@@ -95,12 +96,12 @@ async def _succeeded(services: Services, caller: Caller, request: MusicRequest, 
         text_content_id=text.content_id if text else "", idempotency_key=idempotency[0],
         request_hash=idempotency[1])
     outcome = Outcome(route=ROUTE, model=generated.model.model_id, provider=generated.model.provider_id,
-                      status=200, cost=generated.cost, charged=True)
+                      status=200, cost=generated.cost, charged=hold is not None)  # no hold: BYOK
     await holds.settle(services, caller, hold, outcome, [track], [prompt, text])
 
 
 async def _failed(services: Services, caller: Caller, request: MusicRequest, model: Resolved,
-                  hold: holds.Hold, exc: BaseException) -> None:
+                  hold: holds.Hold | None, exc: BaseException) -> None:
     """Release the hold and log the failure in history (error: true, cost 0)."""
     status = getattr(_client_error(exc, model, request), "status", 500) if isinstance(exc, Exception) else 499
     prompt = retained(services, caller, "_p", {"prompt": request.prompt, "lyrics": request.lyrics,

@@ -9,6 +9,7 @@ from gateway.catalogue import Catalogue
 from gateway.config import Config
 from gateway.directory import Directory, Principal
 from gateway.idempotency import IdempotencyKeys
+from gateway.provider_keys import ProviderKeys
 from gateway.providers.base import Provider
 from gateway.signing import Signer
 from ledger.recorder import Recorder
@@ -27,6 +28,7 @@ class Services(msgspec.Struct, frozen=True):
     store: ObjectStore | None = None  # None: no object storage (music storage "inline")
     signer: Signer | None = None
     idempotency: IdempotencyKeys | None = None
+    provider_keys: ProviderKeys | None = None  # organizations' own provider keys (BYOK)
 
 
 class Caller(msgspec.Struct, frozen=True):
