@@ -11,6 +11,7 @@ from ledger.money import from_nano, to_nano
 class Usage(msgspec.Struct, frozen=True):
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0  # the part of prompt_tokens read from the provider's prompt cache
 
     @property
     def total_tokens(self) -> int:
@@ -33,18 +34,30 @@ class Cost(msgspec.Struct, frozen=True):
 FREE = Cost(0, 0, 0, Decimal(0))
 
 
-def token_cost(usage: Usage, prompt_price: Decimal, completion_price: Decimal, rate: Decimal) -> Cost:
-    """Cost of `usage` at per-token USD prices; INR is the exact USD total times `rate`."""
-    usd_in, usd_out = to_nano(usage.prompt_tokens * prompt_price), to_nano(usage.completion_tokens * completion_price)
+def token_cost(usage: Usage, prompt_price: Decimal, completion_price: Decimal, rate: Decimal,
+               cache_read_price: Decimal | None = None) -> Cost:
+    """Cost of `usage` at per-token USD prices; INR is the exact USD total times `rate`.
+
+    Cached prompt tokens cost `cache_read_price` (None: the prompt price), the rest the prompt price.
+    """
+    cached = usage.cached_prompt_tokens * (prompt_price if cache_read_price is None else cache_read_price)
+    usd_in = to_nano((usage.prompt_tokens - usage.cached_prompt_tokens) * prompt_price + cached)
+    usd_out = to_nano(usage.completion_tokens * completion_price)
     return Cost(usd_in, usd_out, to_nano(from_nano(usd_in + usd_out) * rate), rate)
 
 
 def usage_body(usage: Usage, cost: Cost) -> dict:
     """The chat `usage` object of spec 2.5, plus the INR charged and the rate used."""
+    tokens = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+              "total_tokens": usage.total_tokens}
+    if usage.cached_prompt_tokens:
+        tokens["prompt_tokens_details"] = {"cached_tokens": usage.cached_prompt_tokens}
+    return {**tokens, **cost_body(cost)}
+
+
+def cost_body(cost: Cost) -> dict:
+    """What a request cost, as reported to the client: exactly what the balance is charged."""
     return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.total_tokens,
         "cost_usd_total": number(from_nano(cost.usd_total_nano)),
         "cost_usd_input": number(from_nano(cost.usd_input_nano)),
         "cost_usd_output": number(from_nano(cost.usd_output_nano)),

@@ -8,7 +8,7 @@ import msgspec
 from aiohttp import web
 
 from gateway import sse
-from gateway.billing import Usage, token_cost, usage_body
+from gateway.billing import Cost, Usage, token_cost, usage_body
 from gateway.catalogue import Resolved, UnknownModel
 from gateway.charges import Outcome, admit, record
 from gateway.errors import ApiError, UpstreamError, bad_request
@@ -57,6 +57,14 @@ def resolve_chat_model(services: Services, model: str) -> Resolved:
     return resolved
 
 
+def require_max_tokens(services: Services, model: Resolved, request: ChatRequest) -> None:
+    """400 before any upstream call when the model's provider demands a token limit (spec 7)."""
+    if services.providers[model.provider_id].requires_max_tokens and \
+            request.max_tokens is None and request.max_completion_tokens is None:
+        raise bad_request(f"max_tokens is required for model {request.model!r}: its provider"
+                          f" ({model.provider_id}) refuses requests without it", "max_tokens")
+
+
 def prompt_text(request: ChatRequest) -> list[dict]:
     """The conversation as retained in the content store."""
     return [{"role": m.role, "content": m.content} for m in request.messages]
@@ -72,6 +80,7 @@ def estimate_prompt_tokens(request: ChatRequest) -> int:
 async def complete(services: Services, caller: Caller, body: dict, request: ChatRequest) -> dict:
     """A non-streamed completion, billed before it is returned."""
     model = resolve_chat_model(services, request.model)
+    require_max_tokens(services, model, request)
     api_key = await admit(services, caller, model.provider_id)
     call = ChatCall(caller.request_id, model.upstream_model, body, api_key)
     try:
@@ -79,7 +88,7 @@ async def complete(services: Services, caller: Caller, body: dict, request: Chat
     except UpstreamError as exc:
         await _record_failure(services, caller, model, request, exc)
         raise exc.to_api_error(model.provider_id, request.model) from None
-    cost = _cost(services, model, reply.usage)
+    cost = chat_cost(services, model, reply.usage)
     answer = [c.get("message", {}).get("content") for c in reply.body.get("choices") or ()]
     await record(services, caller, _outcome(model, request, 200, reply.usage, cost, byok=bool(api_key)),
                  {"request": prompt_text(request), "response": answer})
@@ -90,6 +99,7 @@ async def complete(services: Services, caller: Caller, body: dict, request: Chat
 async def open_stream(services: Services, caller: Caller, body: dict, request: ChatRequest) -> "StreamRelay":
     """Start a streamed completion; errors before the first chunk are ordinary error responses."""
     model = resolve_chat_model(services, request.model)
+    require_max_tokens(services, model, request)
     api_key = await admit(services, caller, model.provider_id)
     call = ChatCall(caller.request_id, model.upstream_model, body, api_key)
     try:
@@ -144,7 +154,7 @@ class StreamRelay:
 
     async def _bill(self, status: int, *, estimated: bool) -> dict:
         usage = self.usage if not estimated else Usage(estimate_prompt_tokens(self.request), self.delivered)
-        cost = _cost(self.services, self.model, usage)
+        cost = chat_cost(self.services, self.model, usage)
         outcome = _outcome(self.model, self.request, status, usage, cost, stream=True, byok=self.byok)
         await record(self.services, self.caller, outcome,
                      {"request": prompt_text(self.request), "response": ["".join(self.text)]})
@@ -169,8 +179,14 @@ class StreamRelay:
             pass  # the client left too; the failure is already recorded
 
 
-def _cost(services: Services, model: Resolved, usage: Usage):
-    return token_cost(usage, model.prices.prompt, model.prices.completion, services.config.billing.usd_to_inr)
+def chat_cost(services: Services, model: Resolved, usage: Usage) -> Cost:
+    """What `usage` costs on `model`; prompt tokens read from the provider's cache cost less.
+
+    A catalogue row without a cache-read price ("0") bills cached tokens at the prompt price.
+    """
+    prices = model.prices
+    return token_cost(usage, prices.prompt, prices.completion, services.config.billing.usd_to_inr,
+                      prices.input_cache_read or None)
 
 
 def _outcome(model: Resolved, request: ChatRequest, status: int, usage: Usage, cost, *,

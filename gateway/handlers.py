@@ -5,7 +5,7 @@ from typing import TypeVar
 import msgspec
 from aiohttp import web
 
-from gateway import chat, health, music, music_history, music_request
+from gateway import chat, health, messages, music, music_history, music_request
 from gateway.errors import ApiError, bad_request
 from gateway.jsonio import encode, loads
 from gateway.state import CALLER, LOG_FIELDS, SERVICES
@@ -86,6 +86,17 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     return await relay.send(request)
 
 
+async def create_message(request: web.Request) -> web.StreamResponse:
+    """Anthropic's Messages API (its SDK with base_url = the gateway root), for every chat model."""
+    raw, parsed = await parse_body(request, messages.MessagesRequest, CHAT_BODY_BYTES)
+    request[LOG_FIELDS].update(model=parsed.model, stream=parsed.stream)
+    services, caller = request.app[SERVICES], request[CALLER]
+    if not parsed.stream:
+        return json_response(await messages.create(services, caller, raw, parsed))
+    relay = await messages.open_stream(services, caller, raw, parsed)
+    return await relay.send(request)
+
+
 async def create_music(request: web.Request) -> web.Response:
     raw, parsed = await parse_body(request, music_request.MusicRequest, MAX_BODY_BYTES)
     request[LOG_FIELDS].update(model=parsed.model)
@@ -135,6 +146,7 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_get("/", health_check)
     app.router.add_get("/v1/models", list_models)
     app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/messages", create_message)
     app.router.add_post("/v1/music", create_music)
     app.router.add_get("/v1/music", list_music)
     app.router.add_get("/v1/music/{track_id}/content", music_content)

@@ -2,7 +2,7 @@
 
 from aiohttp import web
 
-from simulator import gemini_routes, openai_chat
+from simulator import anthropic_messages, gemini_routes, openai_chat
 from simulator.auth import auth_middleware
 from simulator.recording import RECORDER_KEY, Recorder, add_control_routes, recording_middleware
 from simulator.settings import SETTINGS_KEY, Settings
@@ -20,6 +20,7 @@ def create_app(settings: Settings) -> web.Application:
     app[SETTINGS_KEY] = settings
     app[RECORDER_KEY] = Recorder()
     openai_chat.add_routes(app)
+    anthropic_messages.add_routes(app)
     gemini_routes.add_routes(app)
     add_control_routes(app)
     return app

@@ -3,16 +3,18 @@
 Gateways must forward a provider key; a request without one is a gateway bug the
 tests should see, so it gets the provider's own 401 rather than a silent success.
 
-    /v1/*      OpenAI: ``Authorization: Bearer <key>``
-    /v1beta/*  Gemini: ``x-goog-api-key: <key>`` header, or the ``key`` query parameter
+    /v1/messages  Anthropic: ``x-api-key: <key>``
+    /v1/*         OpenAI: ``Authorization: Bearer <key>``
+    /v1beta/*     Gemini: ``x-goog-api-key: <key>`` header, or the ``key`` query parameter
 """
 
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from simulator import gemini_wire, openai_wire
+from simulator import anthropic_wire, gemini_wire, openai_wire
 
+ANTHROPIC_PATH = "/v1/messages"
 OPENAI_PREFIX = "/v1/"
 GEMINI_PREFIX = "/v1beta/"
 
@@ -32,6 +34,10 @@ def goog_api_key(request: web.Request) -> str:
 
 def credential_error(request: web.Request) -> web.Response | None:
     """The provider's 401 when `request` lacks the credential its route family needs, else None."""
+    if request.path == ANTHROPIC_PATH:
+        if request.headers.get("x-api-key", "").strip():
+            return None
+        return anthropic_wire.error_response(401, "x-api-key header is required")
     if request.path.startswith(OPENAI_PREFIX) and not bearer_token(request):
         return openai_wire.error_response(
             401,

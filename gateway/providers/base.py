@@ -65,6 +65,7 @@ class ChatStream(Protocol):
 class Provider(Protocol):
     id: str
     capabilities: frozenset[str]  # what the adapter can do: "chat", "music", ...
+    requires_max_tokens: bool  # chat requests without max_tokens are refused (spec 7: Anthropic)
 
     async def chat(self, call: ChatCall) -> ChatReply:
         """One non-streamed completion; raises UpstreamError on any provider failure."""

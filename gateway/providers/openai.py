@@ -57,6 +57,7 @@ class OpenAIChatStream:
 class OpenAIProvider:
     id = "openai"
     capabilities = frozenset({"chat"})
+    requires_max_tokens = False
 
     def __init__(self, config: ProviderConfig, session: aiohttp.ClientSession) -> None:
         self._base = config.base_url.rstrip("/")

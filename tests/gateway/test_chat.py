@@ -1,11 +1,14 @@
 """Chat completions through the gateway, JSON and streamed, against the simulator."""
 
 import asyncio
+import json
 from decimal import Decimal
 
+import msgspec
 import orjson
 import pytest
 
+from gateway.catalogue import SHIPPED_PATH
 from ledger.events import RequestCompleted
 from simulator.textgen import completion_text
 from support import auth, chat_body, decimal_json, sse_lines
@@ -200,16 +203,23 @@ async def test_no_credit_left_is_402_without_upstream_call(gateway, simulator):
     assert recorded["data"] == []
 
 
-async def test_provider_not_yet_available_is_501(gateway, org):
-    response = await gateway.client.post(
-        "/v1/chat/completions", json={**chat_body(), "model": "claude-haiku-4-5", "max_tokens": 5},
-        headers=auth(org["api_key"]))
+async def test_a_chat_model_of_a_provider_this_gateway_lacks_is_501(make_gateway, config, tmp_path):
+    # An operator's catalogue may list a provider no adapter serves yet.
+    shipped = json.loads(SHIPPED_PATH.read_text())
+    [record] = [r for r in shipped["data"] if r["id"] == "gpt-4o-mini"]
+    record = {**record, "id": "mistral-small", "providers": [{**record["providers"][0], "providerId": "mistral"}]}
+    path = tmp_path / "catalogue.json"
+    path.write_text(json.dumps({"data": [record]}))
+    gateway = await make_gateway(msgspec.structs.replace(
+        config, catalogue=msgspec.structs.replace(config.catalogue, path=str(path))))
+    org = await gateway.new_org("1")
+    response = await gateway.client.post("/v1/chat/completions", json={**chat_body(), "model": "mistral-small"},
+                                         headers=auth(org["api_key"]))
     assert response.status == 501
-    assert "anthropic" in (await response.json())["error"]["message"]
+    assert "mistral" in (await response.json())["error"]["message"]
 
 
 @pytest.fixture
 def gateway_timeout_config(config):
-    import msgspec
     openai = msgspec.structs.replace(config.providers.openai, timeout_s=0.3)
     return msgspec.structs.replace(config, providers=msgspec.structs.replace(config.providers, openai=openai))

@@ -1,0 +1,130 @@
+"""The Anthropic adapter: the Messages API (`x-api-key`, `anthropic-version`).
+
+OpenAI-shaped chat is translated both ways (`anthropic_wire`). The native methods `messages`
+and `open_messages_stream` serve `POST /v1/messages`: the client's Anthropic body goes up as
+it is and Anthropic's answer and events come back as they are. Anthropic refuses requests
+without `max_tokens`, so the gateway refuses them first (spec 7).
+"""
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import aiohttp
+
+from gateway import sse
+from gateway.config import ProviderConfig
+from gateway.errors import UpstreamError
+from gateway.jsonio import encode
+from gateway.providers import anthropic_wire as wire
+from gateway.providers.base import ChatCall, ChatReply, Chunk
+from gateway.providers.http import post_json, read_json, timeout_for
+from gateway.providers.openai import delta_tokens
+
+
+async def upstream_events(response: aiohttp.ClientResponse) -> AsyncIterator[tuple[str, bytes, dict]]:
+    """(name, raw data, decoded data) of each event as it arrives; an `error` event raises."""
+    try:
+        async for event in sse.events(response.content):
+            data = wire.decode_event(event.data)
+            if data.get("type") == "error":
+                raise wire.stream_error(data)
+            yield event.name.decode() or str(data.get("type")), event.data, data
+    except asyncio.TimeoutError:
+        raise UpstreamError(504, "anthropic stopped streaming (read timeout)") from None
+    except aiohttp.ClientError as exc:
+        raise UpstreamError(502, f"anthropic stream broke off: {type(exc).__name__}") from None
+
+
+def _unfinished() -> UpstreamError:
+    return UpstreamError(502, "anthropic ended the stream before message_stop")
+
+
+class AnthropicChatStream:
+    """Anthropic's events translated into OpenAI chunks as they arrive."""
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+
+    async def __aiter__(self) -> AsyncIterator[Chunk]:
+        translator = wire.StreamTranslator(int(time.time()))
+        async for _, _, data in upstream_events(self._response):
+            for chunk in translator.feed(data):
+                if chunk["choices"]:
+                    yield Chunk(encode(chunk), chunk, tokens=delta_tokens(chunk))
+                else:
+                    yield Chunk(encode(chunk), chunk, usage=translator.usage)
+        if not translator.finished:
+            raise _unfinished()
+
+    async def aclose(self) -> None:
+        self._response.close()  # closing the connection is how an HTTP client cancels
+
+
+class AnthropicMessageStream:
+    """Anthropic's own events, relayed unchanged except that message_delta carries the usage of
+    the whole message (message_start's input counts merged with the final output count)."""
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+
+    async def __aiter__(self) -> AsyncIterator[wire.MessageEvent]:
+        reported: dict = {}
+        stopped = False
+        async for name, raw, data in upstream_events(self._response):
+            if name == "message_start":
+                reported.update((data.get("message") or {}).get("usage") or {})
+            if name == "message_delta":
+                reported.update({k: v for k, v in (data.get("usage") or {}).items() if v is not None})
+                data = {**data, "usage": dict(reported)}
+                yield wire.MessageEvent(name, wire.event_frame(name, encode(data)), data, wire.usage_of(reported))
+                continue
+            stopped = name == "message_stop"
+            yield wire.MessageEvent(name, wire.event_frame(name, raw), data, tokens=wire.delta_tokens(data))
+        if not stopped:
+            raise _unfinished()
+
+    async def aclose(self) -> None:
+        self._response.close()
+
+
+class AnthropicProvider:
+    id = "anthropic"
+    capabilities = frozenset({"chat", "messages"})  # "messages": speaks /v1/messages natively
+    requires_max_tokens = True
+
+    def __init__(self, config: ProviderConfig, session: aiohttp.ClientSession) -> None:
+        self._url = config.base_url.rstrip("/") + "/v1/messages"
+        self._api_key = config.api_key
+        self._session = session
+        self._timeout = timeout_for(config)
+
+    def headers(self, api_key: str = "") -> dict[str, str]:
+        """Request headers with the org's own key when it has one (BYOK), else the gateway's."""
+        headers = {"Content-Type": "application/json", "anthropic-version": wire.API_VERSION}
+        if key := api_key or self._api_key:
+            headers["x-api-key"] = key
+        return headers
+
+    async def chat(self, call: ChatCall) -> ChatReply:
+        message = await self._message(call.api_key, wire.messages_body(call.body, call.upstream_model))
+        return ChatReply(wire.completion(message, int(time.time())), wire.usage_of(message.get("usage")))
+
+    async def open_chat_stream(self, call: ChatCall) -> AnthropicChatStream:
+        body = {**wire.messages_body(call.body, call.upstream_model), "stream": True}
+        return AnthropicChatStream(await self._post(call.api_key, body))
+
+    async def messages(self, call: ChatCall) -> ChatReply:
+        """A native Messages call: `call.body` is an Anthropic request; the reply an Anthropic message."""
+        message = await self._message(call.api_key, {**call.body, "model": call.upstream_model})
+        return ChatReply(message, wire.usage_of(message.get("usage")))
+
+    async def open_messages_stream(self, call: ChatCall) -> AnthropicMessageStream:
+        body = {**call.body, "model": call.upstream_model, "stream": True}
+        return AnthropicMessageStream(await self._post(call.api_key, body))
+
+    async def _message(self, api_key: str, body: dict) -> dict:
+        return await read_json(self.id, await self._post(api_key, body))
+
+    async def _post(self, api_key: str, body: dict) -> aiohttp.ClientResponse:
+        return await post_json(self._session, self.id, self._url, body, self.headers(api_key), self._timeout)
