@@ -174,7 +174,7 @@ def parse(body: Any) -> tuple[wire.MessagesRequest, AnthropicDirectives]:
     texts = itertools.chain.from_iterable(wire.request_texts(parsed))
     try:
         # The chat directive grammar, read into this route's schema.
-        found = directives._convert(directives._collect(texts), NO_DIRECTIVES)
+        found = directives.parse_as(texts, NO_DIRECTIVES)
     except directives.DirectiveError as exc:
         raise wire.BadRequest(str(exc)) from exc
     return parsed, found

@@ -77,17 +77,23 @@ class MusicDirectives(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 NO_DIRECTIVES = Directives()
 NO_MUSIC_DIRECTIVES = MusicDirectives()
 
-_Schema = TypeVar("_Schema", Directives, MusicDirectives)
+Schema = TypeVar("Schema", bound=msgspec.Struct)
+
+
+def parse_as(texts: Iterable[str], empty: Schema) -> Schema:
+    """The directives of all `texts` read into the schema of `empty` (a route's own Struct of
+    knobs, `empty` when none is given); raises DirectiveError on a bad marker."""
+    return _convert(_collect(texts), empty)
 
 
 def parse_directives(texts: Iterable[str]) -> Directives:
     """Collect the chat directives of all `texts`; raises DirectiveError on a bad marker."""
-    return _convert(_collect(texts), NO_DIRECTIVES)
+    return parse_as(texts, NO_DIRECTIVES)
 
 
 def parse_music_directives(texts: Iterable[str]) -> MusicDirectives:
     """Collect the music directives of all `texts`; raises DirectiveError on a bad marker."""
-    return _convert(_collect(texts), NO_MUSIC_DIRECTIVES)
+    return parse_as(texts, NO_MUSIC_DIRECTIVES)
 
 
 def strip_markers(text: str) -> str:
@@ -104,7 +110,7 @@ def _collect(texts: Iterable[str]) -> dict[str, str | bool]:
     return raw
 
 
-def _convert(raw: dict[str, str | bool], empty: _Schema) -> _Schema:
+def _convert(raw: dict[str, str | bool], empty: Schema) -> Schema:
     """`raw` as the schema of `empty`; `empty` itself when no directive was given."""
     if not raw:
         return empty
