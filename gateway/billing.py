@@ -12,6 +12,7 @@ class Usage(msgspec.Struct, frozen=True):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0  # the part of prompt_tokens read from the provider's prompt cache
+    cache_write_tokens: int = 0  # the part of prompt_tokens written to it (Anthropic prices it apart)
 
     @property
     def total_tokens(self) -> int:
@@ -35,13 +36,16 @@ FREE = Cost(0, 0, 0, Decimal(0))
 
 
 def token_cost(usage: Usage, prompt_price: Decimal, completion_price: Decimal, rate: Decimal,
-               cache_read_price: Decimal | None = None) -> Cost:
+               cache_read_price: Decimal | None = None, cache_write_price: Decimal | None = None) -> Cost:
     """Cost of `usage` at per-token USD prices; INR is the exact USD total times `rate`.
 
-    Cached prompt tokens cost `cache_read_price` (None: the prompt price), the rest the prompt price.
+    Prompt tokens read from the cache cost `cache_read_price`, those written to it
+    `cache_write_price` (None: the prompt price), the rest the prompt price.
     """
-    cached = usage.cached_prompt_tokens * (prompt_price if cache_read_price is None else cache_read_price)
-    usd_in = to_nano((usage.prompt_tokens - usage.cached_prompt_tokens) * prompt_price + cached)
+    read = usage.cached_prompt_tokens * (prompt_price if cache_read_price is None else cache_read_price)
+    written = usage.cache_write_tokens * (prompt_price if cache_write_price is None else cache_write_price)
+    plain = usage.prompt_tokens - usage.cached_prompt_tokens - usage.cache_write_tokens
+    usd_in = to_nano(plain * prompt_price + read + written)
     usd_out = to_nano(usage.completion_tokens * completion_price)
     return Cost(usd_in, usd_out, to_nano(from_nano(usd_in + usd_out) * rate), rate)
 

@@ -111,6 +111,7 @@ class Prices(msgspec.Struct, frozen=True):
     prompt: Decimal
     completion: Decimal
     input_cache_read: Decimal
+    input_cache_write: Decimal
     per_generation: Decimal
     audio_per_minute: Decimal
 
@@ -209,6 +210,7 @@ def _resolutions(record: ModelRecord) -> list[tuple[str, Resolved]]:
             prompt=Decimal(entry.pricing.prompt),
             completion=Decimal(entry.pricing.completion),
             input_cache_read=Decimal(record.pricing.input_cache_read),
+            input_cache_write=Decimal(record.pricing.input_cache_write),
             per_generation=Decimal(entry.pricing.audio_music_per_generation),
             audio_per_minute=Decimal(record.pricing.audio_per_minute),
         )

@@ -180,13 +180,13 @@ class StreamRelay:
 
 
 def chat_cost(services: Services, model: Resolved, usage: Usage) -> Cost:
-    """What `usage` costs on `model`; prompt tokens read from the provider's cache cost less.
-
-    A catalogue row without a cache-read price ("0") bills cached tokens at the prompt price.
+    """What `usage` costs on `model`; prompt tokens read from (written to) the provider's cache
+    cost its cache-read (cache-write) price. A catalogue row without one ("0") bills them at the
+    prompt price.
     """
     prices = model.prices
     return token_cost(usage, prices.prompt, prices.completion, services.config.billing.usd_to_inr,
-                      prices.input_cache_read or None)
+                      prices.input_cache_read or None, prices.input_cache_write or None)
 
 
 def _outcome(model: Resolved, request: ChatRequest, status: int, usage: Usage, cost, *,

@@ -128,9 +128,9 @@ def tool_choice_of(choice: dict | None) -> dict:
 
 def anthropic_usage(usage: Usage) -> dict:
     """Billing's usage in Anthropic's terms: cached prompt tokens are reported apart."""
-    return {"input_tokens": usage.prompt_tokens - usage.cached_prompt_tokens,
-            "cache_creation_input_tokens": 0, "cache_read_input_tokens": usage.cached_prompt_tokens,
-            "output_tokens": usage.completion_tokens}
+    return {"input_tokens": usage.prompt_tokens - usage.cached_prompt_tokens - usage.cache_write_tokens,
+            "cache_creation_input_tokens": usage.cache_write_tokens,
+            "cache_read_input_tokens": usage.cached_prompt_tokens, "output_tokens": usage.completion_tokens}
 
 
 def stop_reason(finish_reason: str | None) -> str:

@@ -207,8 +207,9 @@ def usage_of(usage: dict | None) -> Usage:
     """Anthropic usage as billing sees it: cache reads and writes are part of the prompt."""
     usage = usage or {}
     cache_read = int(usage.get("cache_read_input_tokens") or 0)
-    prompt = int(usage.get("input_tokens") or 0) + int(usage.get("cache_creation_input_tokens") or 0) + cache_read
-    return Usage(prompt, int(usage.get("output_tokens") or 0), cache_read)
+    cache_write = int(usage.get("cache_creation_input_tokens") or 0)
+    prompt = int(usage.get("input_tokens") or 0) + cache_write + cache_read
+    return Usage(prompt, int(usage.get("output_tokens") or 0), cache_read, cache_write)
 
 
 def openai_usage(usage: Usage) -> dict:

@@ -18,6 +18,7 @@ from support import PROVIDER_KEY, auth, decimal_json, sse_lines
 
 MODEL, UPSTREAM_MODEL = "claude-haiku-4-5", "claude-haiku-4-5-20251001"
 PROMPT, CACHE_READ, COMPLETION = Decimal("0.000001"), Decimal("0.0000001"), Decimal("0.000005")
+CACHE_WRITE = Decimal("0.00000125")  # claude-haiku-4-5 input_cache_write
 RATE = Decimal("84.0")
 PNG = "iVBORw0KGgo="
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}
@@ -149,14 +150,15 @@ async def test_a_json_answer_is_an_openai_completion_billed_exactly(gateway, org
     assert (event.route, event.provider, event.model, event.status) == ("/v1/chat/completions", "anthropic", MODEL, 200)
 
 
-async def test_cache_reads_are_billed_at_the_cache_price(gateway, org):
+async def test_cache_reads_and_writes_are_billed_at_their_cache_prices(gateway, org):
     text = "w " * 20 + "[sim:cache_read=16] [sim:cache_write=2] [sim:tokens=3]"
     body = decimal_json(await (await post(gateway, org, claude(text))).read())
     usage = body["usage"]
-    prompt_tokens = 23 + 4  # words + per-message overhead: 7 uncached + 2 written + 16 read
+    prompt_tokens = 23 + 4  # words + per-message overhead: 9 uncached + 2 written + 16 read
     assert usage["prompt_tokens"] == prompt_tokens and usage["prompt_tokens_details"] == {"cached_tokens": 16}
-    assert usage["cost_usd_input"] == (prompt_tokens - 16) * PROMPT + 16 * CACHE_READ
-    assert usage["cost_inr"] == ((prompt_tokens - 16) * PROMPT + 16 * CACHE_READ + 3 * COMPLETION) * RATE
+    cost_in = (prompt_tokens - 16 - 2) * PROMPT + 16 * CACHE_READ + 2 * CACHE_WRITE
+    assert usage["cost_usd_input"] == cost_in
+    assert usage["cost_inr"] == (cost_in + 3 * COMPLETION) * RATE
     assert await gateway.balance(org["org_id"]) == 100 - usage["cost_inr"]
 
 

@@ -178,9 +178,9 @@ def test_stop_reasons_map_to_finish_reasons(stop_reason, finish_reason):
     assert wire.finish_reason(stop_reason) == finish_reason
 
 
-def test_usage_counts_cache_reads_and_writes_as_prompt_and_reads_as_cached():
+def test_usage_counts_cache_reads_and_writes_as_prompt_and_keeps_each_apart():
     usage = {"input_tokens": 3, "cache_creation_input_tokens": 4, "cache_read_input_tokens": 5, "output_tokens": 6}
-    assert wire.usage_of(usage) == Usage(12, 6, 5)
+    assert wire.usage_of(usage) == Usage(12, 6, cached_prompt_tokens=5, cache_write_tokens=4)
     assert wire.usage_of(None) == Usage(0, 0, 0)
 
 

@@ -58,6 +58,17 @@ def test_token_cost_is_exact_decimal_arithmetic(prompt, completion):
     assert Decimal(cost.inr_nano) / 10**9 == usd * 84
 
 
+def test_cached_prompt_tokens_cost_their_cache_prices_and_the_rest_the_prompt_price():
+    usage = Usage(prompt_tokens=100, completion_tokens=10, cached_prompt_tokens=60, cache_write_tokens=30)
+    prompt, completion, read, write = (Decimal(p) for p in ("0.000001", "0.000005", "0.0000001", "0.00000125"))
+    cost = token_cost(usage, prompt, completion, Decimal("84"), read, write)
+    usd_in = 10 * prompt + 60 * read + 30 * write
+    assert Decimal(cost.usd_input_nano) / 10**9 == usd_in
+    assert Decimal(cost.inr_nano) / 10**9 == (usd_in + 10 * completion) * 84
+    plain = token_cost(usage, prompt, completion, Decimal("84"))  # no cache prices: all at the prompt price
+    assert Decimal(plain.usd_input_nano) / 10**9 == 100 * prompt
+
+
 def test_token_cost_rounds_to_the_nano_half_even():
     cost = token_cost(Usage(1, 0), Decimal("0.0000000005"), Decimal(0), Decimal(1))
     assert cost.usd_input_nano == 0  # 0.5 nano rounds to even
