@@ -43,6 +43,7 @@ class Directives(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     hang_after: (stream) send the role chunk and K token chunks, then go silent.
     drop_after: (stream) send the role chunk and K token chunks, then abort the
         TCP connection; (non-stream) abort without any response.
+    cache_read: report this many of the prompt tokens as read from the prompt cache.
     """
 
     status: ErrorStatus | None = None
@@ -52,6 +53,7 @@ class Directives(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     hang: bool = False
     hang_after: NonNegative | None = None
     drop_after: NonNegative | None = None
+    cache_read: NonNegative | None = None
 
 
 class MusicDirectives(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

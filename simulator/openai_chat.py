@@ -43,6 +43,7 @@ class Reply(msgspec.Struct, frozen=True):
     model: str
     prompt_tokens: int
     plan: Plan
+    cached_tokens: int = 0
 
     @property
     def finish_reason(self) -> str:
@@ -50,9 +51,9 @@ class Reply(msgspec.Struct, frozen=True):
         return "length" if self.plan.truncated else "stop"
 
     @property
-    def usage(self) -> dict[str, int]:
+    def usage(self) -> dict[str, Any]:
         """The ``usage`` object of this completion."""
-        return usage_body(self.prompt_tokens, self.plan.tokens)
+        return usage_body(self.prompt_tokens, self.plan.tokens, self.cached_tokens)
 
     def body(self, content: str) -> dict[str, Any]:
         """The non-streamed ``chat.completion`` object carrying `content`."""
@@ -76,7 +77,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return abandoned(request, "disconnected")
     if plan.status is not None:
         return simulated_error(plan.status)
-    reply = Reply(_completion_id(), int(time.time()), chat.model, count_prompt_tokens(texts), plan)
+    reply = Reply(_completion_id(), int(time.time()), chat.model, count_prompt_tokens(texts), plan,
+                  directives.cache_read or 0)
     if chat.stream:
         return await _stream(request, reply, chat.include_usage)
     return await _respond_json(request, reply)

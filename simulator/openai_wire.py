@@ -65,13 +65,16 @@ def message_texts(message: Message) -> list[str]:
     return [part.text for part in content if part.type == "text" and part.text is not None]
 
 
-def usage_body(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    """OpenAI's ``usage`` object."""
-    return {
+def usage_body(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> dict[str, Any]:
+    """OpenAI's ``usage`` object; cached prompt tokens, if any, are reported in its details."""
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
+    if cached_tokens:
+        usage["prompt_tokens_details"] = {"cached_tokens": min(cached_tokens, prompt_tokens)}
+    return usage
 
 
 def completion_body(

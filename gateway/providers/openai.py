@@ -16,7 +16,8 @@ from gateway.providers.http import post_json, read_json, timeout_for
 
 def usage_of(usage: dict | None) -> Usage:
     usage = usage or {}
-    return Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+    return Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), int(cached))
 
 
 def delta_tokens(chunk: dict) -> int:

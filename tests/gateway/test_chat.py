@@ -40,6 +40,15 @@ async def test_json_completion_carries_exact_usage_and_cost(gateway, org):
     assert response.headers["X-Request-Id"].startswith("req_")
 
 
+async def test_cached_prompt_tokens_reported_by_openai_cost_the_cache_read_price(gateway, org):
+    response = await gateway.client.post("/v1/chat/completions", headers=auth(org["api_key"]),
+                                         json=chat_body("w " * 30 + "[sim:cache_read=20] [sim:tokens=2]"))
+    usage = decimal_json(await response.read())["usage"]
+    prompt, read = Decimal("0.00000015"), Decimal("0.000000075")  # gpt-4o-mini
+    assert usage["prompt_tokens_details"] == {"cached_tokens": 20}
+    assert usage["cost_usd_input"] == (usage["prompt_tokens"] - 20) * prompt + 20 * read
+
+
 async def test_prefixed_and_aliased_model_ids_resolve(gateway, org):
     for model in ("openai/gpt-4o-mini", "gpt-4o"):
         response = await gateway.client.post(
