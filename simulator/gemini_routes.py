@@ -2,19 +2,21 @@
 
 aiohttp cannot match a literal ":" between two path variables, so one variable holds
 "{model}:{action}" and `models_route` splits it. Each kind of model has its own
-handler module (`gemini_music` today; Gemini chat goes beside it) and is wired in
-`handler_for`. A model/action pair without a handler gets Gemini's 404 NOT_FOUND.
+handler module (`gemini_music`, `gemini_chat`) and is wired in `handler_for`. A
+model/action pair without a handler gets Gemini's 404 NOT_FOUND.
 """
 
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from simulator.gemini_chat import CHAT_MODELS, generate_content, stream_generate_content
 from simulator.gemini_music import MUSIC_MODELS, generate_music
 from simulator.gemini_wire import error_response
 
 MODELS_ROUTE = "/v1beta/models/{model_action}"
 GENERATE_CONTENT = "generateContent"
+STREAM_GENERATE_CONTENT = "streamGenerateContent"
 
 # A handler serves one request for the model named by its second argument.
 ModelHandler = Callable[[web.Request, str], Awaitable[web.StreamResponse]]
@@ -24,6 +26,9 @@ def handler_for(model: str, action: str) -> ModelHandler | None:
     """The handler of `action` on `model`, None when the simulator does not offer it."""
     if action == GENERATE_CONTENT and model in MUSIC_MODELS:
         return generate_music
+    if model in CHAT_MODELS:
+        chat_actions = {GENERATE_CONTENT: generate_content, STREAM_GENERATE_CONTENT: stream_generate_content}
+        return chat_actions.get(action)
     return None
 
 

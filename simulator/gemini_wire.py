@@ -1,6 +1,6 @@
 """Gemini API wire format (``generateContent``): request schema, response bodies, errors.
 
-Only the shapes live here; a handler per kind of model (`gemini_music`, later chat)
+Only the shapes live here; a handler per kind of model (`gemini_music`, `gemini_chat`)
 decides what to send. Field names are the REST API's camelCase.
 
 Token accounting (deterministic, so tests can predict it):
@@ -8,13 +8,14 @@ Token accounting (deterministic, so tests can predict it):
 * promptTokenCount: the chat rule of `simulator.textgen` applied to contents
   (words of each text part + 4 per content), plus IMAGE_TOKENS per inlineData part.
 * usageMetadata leaves out candidatesTokenCount when it is 0, as the real API
-  omits zero-valued fields (e.g. for a blocked prompt).
+  omits zero-valued fields (e.g. for a blocked prompt); so are cachedContentTokenCount
+  and thoughtsTokenCount. totalTokenCount counts thoughts too.
 """
 
 import base64
 import binascii
 from types import MappingProxyType
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 import orjson
@@ -58,11 +59,35 @@ class Blob(msgspec.Struct, rename="camel"):
     data: Annotated[str, msgspec.Meta(min_length=1)]
 
 
+class FunctionCall(msgspec.Struct, forbid_unknown_fields=True):
+    """A call the model made: ``{"name": ..., "args": {...}}``."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1)]
+    args: dict[str, Any] | None = None
+    id: str | None = None
+
+
+class FunctionResponse(msgspec.Struct, forbid_unknown_fields=True):
+    """The result of a call, sent back by the client: ``{"name": ..., "response": {...}}``."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1)]
+    response: dict[str, Any]
+    id: str | None = None
+
+
 class Part(msgspec.Struct, rename="camel"):
-    """One part of a content: text or inline data (other kinds are not simulated)."""
+    """One part of a content: text, inline data, or a function call or response."""
 
     text: str | None = None
     inline_data: Blob | None = None
+    function_call: FunctionCall | None = None
+    function_response: FunctionResponse | None = None
+
+    @property
+    def kinds(self) -> int:
+        """How many kinds of data the part holds (the API demands exactly one)."""
+        fields = (self.text, self.inline_data, self.function_call, self.function_response)
+        return sum(value is not None for value in fields)
 
 
 class Content(msgspec.Struct):
@@ -79,12 +104,86 @@ class GenerateContentRequest(msgspec.Struct, rename="camel"):
     generation_config: dict[str, Any] | None = None
 
 
-def parse_generate_content(body: Any) -> GenerateContentRequest:
+class FunctionDeclaration(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """A function the model may call; its parameters as an OpenAPI or a JSON Schema."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1)]
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    parameters_json_schema: dict[str, Any] | None = None
+    response: dict[str, Any] | None = None
+    response_json_schema: dict[str, Any] | None = None
+    behavior: str | None = None
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return self.parameters_json_schema or self.parameters or {}
+
+
+class Tool(msgspec.Struct, rename="camel"):
+    """A tool; only function declarations are simulated (search, code execution are ignored)."""
+
+    function_declarations: list[FunctionDeclaration] | None = None
+
+
+class FunctionCallingConfig(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    mode: Literal["MODE_UNSPECIFIED", "AUTO", "ANY", "NONE", "VALIDATED"] = "AUTO"
+    allowed_function_names: list[str] | None = None
+
+
+class ToolConfig(msgspec.Struct, rename="camel"):
+    function_calling_config: FunctionCallingConfig | None = None
+
+
+class GenerationConfig(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """A chat request's generationConfig; an unknown name is a 400, as the real API answers."""
+
+    stop_sequences: Annotated[list[str], msgspec.Meta(max_length=5)] | None = None
+    response_mime_type: Literal["text/plain", "application/json", "text/x.enum"] | None = None
+    response_schema: dict[str, Any] | None = None
+    response_json_schema: Any = None
+    response_modalities: list[str] | None = None
+    candidate_count: Annotated[int, msgspec.Meta(ge=1, le=8)] | None = None
+    max_output_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None
+    top_p: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
+    top_k: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    response_logprobs: bool | None = None
+    logprobs: int | None = None
+    thinking_config: dict[str, Any] | None = None
+    media_resolution: str | None = None
+    speech_config: dict[str, Any] | None = None
+    enable_enhanced_civic_answers: bool | None = None
+
+
+class ChatRequest(GenerateContentRequest, forbid_unknown_fields=True):
+    """A chat model's generateContent request: an unknown field is a 400, as the real API answers."""
+
+    generation_config: GenerationConfig | None = None
+    system_instruction: Content | None = None
+    tools: list[Tool] | None = None
+    tool_config: ToolConfig | None = None
+    safety_settings: list[dict[str, Any]] | None = None
+    cached_content: str | None = None
+    labels: dict[str, str] | None = None
+
+    @property
+    def functions(self) -> list[FunctionDeclaration]:
+        return [f for tool in self.tools or () for f in tool.function_declarations or ()]
+
+
+_Request = TypeVar("_Request", bound=GenerateContentRequest)
+
+
+def parse_generate_content(body: Any, schema: type[_Request] = GenerateContentRequest) -> _Request:
     """The validated request in decoded JSON `body` (None: unparsable); raises InvalidArgument."""
     if body is None:
         raise InvalidArgument("Invalid JSON payload received.")
     try:
-        request = msgspec.convert(body, GenerateContentRequest)
+        request = msgspec.convert(body, schema)
     except msgspec.ValidationError as exc:
         raise InvalidArgument(f"Invalid generateContent request: {exc}") from exc
     for index, part in enumerate(part for content in request.contents for part in content.parts):
@@ -92,10 +191,24 @@ def parse_generate_content(body: Any) -> GenerateContentRequest:
     return request
 
 
+def parse_chat_request(body: Any) -> ChatRequest:
+    """A chat model's validated request: roles user/model, a text-only systemInstruction."""
+    request = parse_generate_content(body, ChatRequest)
+    if any(content.role not in (None, "user", "model") for content in request.contents):
+        raise InvalidArgument("Please use a valid role: user, model.")
+    system = request.system_instruction
+    if system is not None and any(part.text is None for part in system.parts):
+        raise InvalidArgument("systemInstruction may only hold text parts.")
+    return request
+
+
 def _check_part(index: int, part: Part) -> None:
-    """A part must carry text or inline data, and inline data must be valid base64."""
-    if part.text is None and part.inline_data is None:
-        raise InvalidArgument(f"Part {index} has no data: set `text` or `inlineData`.")
+    """A part must carry one kind of data, and inline data must be valid base64."""
+    if part.kinds != 1:
+        raise InvalidArgument(
+            f"Part {index} must hold exactly one of `text`, `inlineData`, `functionCall` or"
+            " `functionResponse`."
+        )
     if part.inline_data is not None:
         try:
             base64.b64decode(part.inline_data.data, validate=True)
@@ -114,12 +227,18 @@ def prompt_token_count(request: GenerateContentRequest) -> int:
     return count_prompt_tokens(request_texts(request)) + IMAGE_TOKENS * images
 
 
-def usage_metadata(prompt_tokens: int, candidates_tokens: int) -> dict[str, int]:
-    """Gemini's ``usageMetadata`` (candidatesTokenCount omitted when 0)."""
+def usage_metadata(
+    prompt_tokens: int, candidates_tokens: int, *, cached: int = 0, thoughts: int = 0
+) -> dict[str, int]:
+    """Gemini's ``usageMetadata`` (zero counts other than the prompt's omitted)."""
     usage = {"promptTokenCount": prompt_tokens}
     if candidates_tokens:
         usage["candidatesTokenCount"] = candidates_tokens
-    usage["totalTokenCount"] = prompt_tokens + candidates_tokens
+    usage["totalTokenCount"] = prompt_tokens + candidates_tokens + thoughts
+    if cached:
+        usage["cachedContentTokenCount"] = cached
+    if thoughts:
+        usage["thoughtsTokenCount"] = thoughts
     return usage
 
 

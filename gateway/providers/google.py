@@ -1,4 +1,7 @@
-"""The Google adapter: the Gemini API `generateContent` format. Serves the music models.
+"""The Google adapter: the Gemini API `generateContent` format. Serves chat and the music models.
+
+Chat is translated both ways by `google_chat` (`generateContent`, and
+`streamGenerateContent?alt=sse` relayed event by event).
 
 A music answer carries a text part (lyrics and structure) and an `inlineData` part with the
 MP3. Gemini reports safety refusals three ways, all mapped to SafetyBlocked: a 200 with
@@ -9,13 +12,19 @@ the prompt was blocked.
 import asyncio
 import base64
 import binascii
+import time
+from collections.abc import AsyncIterator
 
 import aiohttp
 
+from gateway import sse
 from gateway.config import ProviderConfig
 from gateway.errors import UpstreamError
-from gateway.providers.base import MusicCall, MusicReply, SafetyBlocked
-from gateway.providers.http import post_json, read_json
+from gateway.jsonio import encode
+from gateway.providers import google_chat as wire
+from gateway.providers.base import ChatCall, ChatReply, Chunk, MusicCall, MusicReply, SafetyBlocked
+from gateway.providers.http import post_json, read_json, timeout_for
+from gateway.providers.openai import delta_tokens
 
 SAFETY_FINISH = frozenset({"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION",
                            "IMAGE_SAFETY"})
@@ -49,14 +58,61 @@ def music_reply(body: dict) -> MusicReply:
     return MusicReply(data, audio.get("mimeType", "audio/mpeg"), text)
 
 
+async def upstream_events(response: aiohttp.ClientResponse) -> AsyncIterator[dict]:
+    """The decoded data of each SSE event as it arrives."""
+    try:
+        async for event in sse.events(response.content):
+            yield wire.decode_event(event.data)
+    except asyncio.TimeoutError:
+        raise UpstreamError(504, "google stopped streaming (read timeout)") from None
+    except aiohttp.ClientError as exc:
+        raise UpstreamError(502, f"google stream broke off: {type(exc).__name__}") from None
+
+
+class GeminiChatStream:
+    """Gemini's stream events translated into OpenAI chunks as they arrive, the usage last."""
+
+    def __init__(self, response: aiohttp.ClientResponse, translator: wire.StreamTranslator) -> None:
+        self._response, self._translator = response, translator
+        self._chunks = self._translate()
+        self._first: Chunk | None = None
+
+    async def start(self) -> None:
+        """Read up to the first chunk, so a refused prompt fails before anything is relayed."""
+        self._first = await anext(self._chunks, None)
+
+    async def __aiter__(self) -> AsyncIterator[Chunk]:
+        if self._first is not None:
+            yield self._first
+        async for chunk in self._chunks:
+            yield chunk
+
+    async def _translate(self) -> AsyncIterator[Chunk]:
+        translator = self._translator
+        async for event in upstream_events(self._response):
+            if (chunk := translator.feed(event)) is not None:
+                yield Chunk(encode(chunk), chunk, tokens=delta_tokens(chunk))
+        if not translator.finished:
+            raise UpstreamError(502, "google ended the stream before a finish reason")
+        if translator.usage is not None:
+            last = translator.usage_chunk()
+            yield Chunk(encode(last), last, usage=translator.usage)
+
+    async def aclose(self) -> None:
+        self._response.close()  # closing the connection is how an HTTP client cancels
+        await self._chunks.aclose()
+
+
 class GoogleProvider:
     id = "google"
-    capabilities = frozenset({"music"})
+    capabilities = frozenset({"chat", "music"})
+    requires_max_tokens = False
 
     def __init__(self, config: ProviderConfig, session: aiohttp.ClientSession) -> None:
         self._base = config.base_url.rstrip("/")
         self._api_key = config.api_key
         self._session = session
+        self._timeout = timeout_for(config)
 
     def headers(self, api_key: str = "") -> dict[str, str]:
         """Request headers with the org's own key when it has one (BYOK), else the gateway's."""
@@ -64,6 +120,30 @@ class GoogleProvider:
         if key := api_key or self._api_key:
             headers["x-goog-api-key"] = key
         return headers
+
+    async def chat(self, call: ChatCall) -> ChatReply:
+        response = await self._post_chat(call, "generateContent")
+        answer = await read_json(self.id, response)
+        reply = wire.completion(answer, wire.completion_id(call.request_id), call.upstream_model,
+                                int(time.time()))
+        return ChatReply(reply, wire.usage_of(answer.get("usageMetadata")))
+
+    async def open_chat_stream(self, call: ChatCall) -> GeminiChatStream:
+        response = await self._post_chat(call, "streamGenerateContent?alt=sse")
+        translator = wire.StreamTranslator(wire.completion_id(call.request_id), call.upstream_model,
+                                           int(time.time()))
+        stream = GeminiChatStream(response, translator)
+        try:
+            await stream.start()
+        except BaseException:  # refused, broken or cancelled: never leak the connection
+            await stream.aclose()
+            raise
+        return stream
+
+    async def _post_chat(self, call: ChatCall, action: str) -> aiohttp.ClientResponse:
+        url = f"{self._base}/v1beta/models/{call.upstream_model}:{action}"
+        return await post_json(self._session, self.id, url, wire.generate_content_body(call.body),
+                               self.headers(call.api_key), self._timeout)
 
     async def generate_music(self, call: MusicCall, timeout_s: float) -> MusicReply:
         url = f"{self._base}/v1beta/models/{call.upstream_model}:generateContent"
