@@ -13,7 +13,7 @@ from gateway.config import Config
 from gateway.directory import Directory
 from gateway.handlers import MAX_BODY_BYTES, setup_routes
 from gateway.idempotency import IdempotencyKeys
-from gateway.middleware import authenticate, observe
+from gateway.middleware import add_request_id, authenticate, observe
 from gateway.provider_keys import ProviderKeys
 from gateway.sealing import Sealer
 from gateway.services import Services
@@ -43,6 +43,7 @@ STORE = web.AppKey("store", ObjectStore | None)
 def create_app(config: Config) -> web.Application:
     app = web.Application(middlewares=[observe, authenticate], client_max_size=MAX_BODY_BYTES)  # per-route limits in handlers
     app[CONFIG] = config
+    app.on_response_prepare.append(add_request_id)
     app.cleanup_ctx.extend([ledger_ctx, upstream_ctx, redis_ctx, storage_ctx, services_ctx])
     setup_routes(app)
     return app

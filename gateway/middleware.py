@@ -28,13 +28,17 @@ async def observe(request: web.Request, handler) -> web.StreamResponse:
     try:
         response = await _render_errors(request, handler)
         status = response.status
-        if not response.prepared:
-            response.headers["X-Request-Id"] = request_id
         return response
     finally:
         log.info("request", method=request.method, route=request.path, status=status,
                  latency_ms=round((time.perf_counter() - started) * 1000, 2), **request[LOG_FIELDS])
         structlog.contextvars.clear_contextvars()
+
+
+async def add_request_id(request: web.Request, response: web.StreamResponse) -> None:
+    """on_response_prepare: every response, streamed ones included, names its request id."""
+    if (request_id := request.get(REQUEST_ID)) is not None:
+        response.headers["X-Request-Id"] = request_id
 
 
 async def _render_errors(request: web.Request, handler) -> web.StreamResponse:

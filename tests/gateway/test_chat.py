@@ -80,6 +80,14 @@ async def test_stream_relays_chunks_and_final_usage_when_asked(gateway, org):
     assert usage["cost_inr"] == (usage["prompt_tokens"] * PROMPT_PRICE + 5 * COMPLETION_PRICE) * RATE
 
 
+async def test_streamed_responses_name_their_request_id_too(gateway, org):
+    response = await gateway.client.post("/v1/chat/completions", json=chat_body(stream=True),
+                                         headers=auth(org["api_key"]))
+    await response.read()
+    [event] = [r.event for r in await gateway.events() if isinstance(r.event, RequestCompleted)]
+    assert response.headers["X-Request-Id"] == event.request_id
+
+
 async def test_stream_without_include_usage_sends_no_usage_chunk_but_is_billed(gateway, org):
     body = chat_body("a b [sim:tokens=4]", stream=True)
     response = await gateway.client.post("/v1/chat/completions", json=body, headers=auth(org["api_key"]))
