@@ -1,6 +1,5 @@
 """Chat completions: validate, pick the provider, call it once, bill the usage, relay."""
 
-import asyncio
 import math
 from typing import Annotated, Any
 
@@ -14,12 +13,10 @@ from gateway.charges import Outcome, admit, record
 from gateway.errors import ApiError, UpstreamError, bad_request
 from gateway.jsonio import encode
 from gateway.providers.base import ChatCall, ChatStream
+from gateway.relay import BilledRelay
 from gateway.services import Caller, Services
 
 ROUTE = "/v1/chat/completions"
-SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-               "X-Accel-Buffering": "no"}
-
 
 class Message(msgspec.Struct):
     role: str
@@ -110,7 +107,7 @@ async def open_stream(services: Services, caller: Caller, body: dict, request: C
     return StreamRelay(services, caller, request, model, upstream, byok=bool(api_key))
 
 
-class StreamRelay:
+class StreamRelay(BilledRelay):
     """Relays upstream chunks to the client one by one, then bills and sends the usage.
 
     Billing rule: a completed stream is billed on the usage upstream reports. A client that
@@ -126,22 +123,8 @@ class StreamRelay:
         self.delivered, self.usage, self.text = 0, None, []
         self.usage_chunk: dict | None = None
 
-    async def send(self, http_request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(headers=SSE_HEADERS)
-        await response.prepare(http_request)
-        try:
-            await self._relay(response)
-        except UpstreamError as exc:
-            await self._upstream_failed(response, exc)
-            return response
-        except (ConnectionError, asyncio.CancelledError):
-            await asyncio.shield(self._bill(499, estimated=True))  # the client went away
-            raise
-        finally:
-            await self.upstream.aclose()
-        usage_reported = await self._bill(200, estimated=self.usage is None)
-        await self._finish(response, usage_reported)
-        return response
+    def _usage_unreported(self) -> bool:
+        return self.usage is None
 
     async def _relay(self, response: web.StreamResponse) -> None:
         async for chunk in self.upstream:

@@ -7,7 +7,6 @@ recording are those of chat: one RequestCompleted per request, failures not char
 that leaves mid-stream billed for what it was sent.
 """
 
-import asyncio
 import math
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal, Protocol
@@ -19,11 +18,12 @@ from gateway import messages_wire as wire
 from gateway.billing import Cost, Usage, cost_body
 from gateway.catalogue import Resolved
 from gateway.charges import Outcome, admit, record
-from gateway.chat import SSE_HEADERS, chat_cost, resolve_chat_model
+from gateway.chat import chat_cost, resolve_chat_model
 from gateway.errors import UpstreamError
 from gateway.jsonio import encode
 from gateway.providers.anthropic_wire import MessageEvent, event_frame
 from gateway.providers.base import ChatCall, ChatStream, Provider
+from gateway.relay import BilledRelay
 from gateway.services import Caller, Services
 
 ROUTE = "/v1/messages"
@@ -135,7 +135,7 @@ class TranslatedStream:
         await self.upstream.aclose()
 
 
-class MessagesRelay:
+class MessagesRelay(BilledRelay):
     """Relays events to the client one by one; the closing message_delta and message_stop are
     held back until the charge is committed, and message_delta then carries the cost.
 
@@ -151,22 +151,8 @@ class MessagesRelay:
         self.closing = {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
                         "usage": {}}
 
-    async def send(self, http_request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(headers=SSE_HEADERS)
-        await response.prepare(http_request)
-        try:
-            await self._relay(response)
-        except UpstreamError as exc:
-            await self._upstream_failed(response, exc)
-            return response
-        except (ConnectionError, asyncio.CancelledError):
-            await asyncio.shield(self._bill(499, estimated=True))  # the client went away
-            raise
-        finally:
-            await self.upstream.aclose()
-        cost = await self._bill(200, estimated=self.usage is None)
-        await self._finish(response, cost)
-        return response
+    def _usage_unreported(self) -> bool:
+        return self.usage is None
 
     async def _relay(self, response: web.StreamResponse) -> None:
         async for event in self.upstream:
