@@ -70,3 +70,29 @@ async def put_many(client, bucket: str, keys: list[str]) -> None:
 async def count_objects(client, bucket: str) -> int:
     pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
     return sum([page.get("KeyCount", 0) async for page in pages])
+
+
+async def upstream_requests(gateway, simulator) -> list[dict]:
+    """What the simulator received, oldest first (its GET /_sim/requests record)."""
+    return (await (await gateway.client.session.get(simulator.make_url("/_sim/requests"))).json())["data"]
+
+
+async def request_events(gateway) -> list:
+    """The RequestCompleted events in the gateway's ledger, in order."""
+    from ledger.events import RequestCompleted
+
+    return [r.event for r in await gateway.events() if isinstance(r.event, RequestCompleted)]
+
+
+async def post_chat(gateway, org: dict, body: dict):
+    return await gateway.client.post("/v1/chat/completions", json=body, headers=auth(org["api_key"]))
+
+
+async def poll(probe, accept=bool, timeout: float = 5.0):
+    """`probe()`'s value once `accept` takes it, or its last value when `timeout` runs out."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await probe()
+        if accept(value) or asyncio.get_running_loop().time() > deadline:
+            return value
+        await asyncio.sleep(0.05)

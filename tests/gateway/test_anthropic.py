@@ -11,10 +11,11 @@ import pytest
 
 from gateway import admin
 from gateway.sealing import Sealer
-from ledger.events import RequestCompleted
 from simulator.anthropic_messages import json_fragments, tool_input
 from simulator.textgen import completion_text
-from support import PROVIDER_KEY, auth, decimal_json, sse_lines
+from support import (
+    PROVIDER_KEY, decimal_json, poll, post_chat, request_events, sse_lines, upstream_requests,
+)
 
 MODEL, UPSTREAM_MODEL = "claude-haiku-4-5", "claude-haiku-4-5-20251001"
 PROMPT, CACHE_READ, COMPLETION = Decimal("0.000001"), Decimal("0.0000001"), Decimal("0.000005")
@@ -27,18 +28,6 @@ WEATHER = {"type": "function", "function": {"name": "get_weather", "description"
 
 def claude(text: str = "hello there", **extra) -> dict:
     return {"model": MODEL, "max_tokens": 100, "messages": [{"role": "user", "content": text}], **extra}
-
-
-async def upstream_requests(gateway, simulator) -> list[dict]:
-    return (await (await gateway.client.session.get(simulator.make_url("/_sim/requests"))).json())["data"]
-
-
-async def request_events(gateway) -> list[RequestCompleted]:
-    return [r.event for r in await gateway.events() if isinstance(r.event, RequestCompleted)]
-
-
-async def post(gateway, org, body: dict):
-    return await gateway.client.post("/v1/chat/completions", json=body, headers=auth(org["api_key"]))
 
 
 async def chunks_of(response) -> list[dict]:
@@ -63,7 +52,7 @@ async def test_the_upstream_request_is_the_translated_anthropic_request(gateway,
                      "function": {"name": "get_weather", "arguments": '{"city":"Oslo"}'}}]},
                 {"role": "tool", "tool_call_id": "toolu_1", "content": "2 C"},
                 {"role": "user", "content": "And tomorrow?"}]}
-    response = await post(gateway, org, body)
+    response = await post_chat(gateway, org, body)
     assert response.status == 200, await response.text()
     (sent,) = await upstream_requests(gateway, simulator)
     assert (sent["method"], sent["path"]) == ("POST", "/v1/messages")
@@ -86,7 +75,7 @@ async def test_the_upstream_request_is_the_translated_anthropic_request(gateway,
 
 
 async def test_a_stream_asks_upstream_for_a_stream_without_openai_fields(gateway, org, simulator):
-    response = await post(gateway, org, claude("hi", stream=True, stream_options={"include_usage": True}))
+    response = await post_chat(gateway, org, claude("hi", stream=True, stream_options={"include_usage": True}))
     await response.read()
     (sent,) = await upstream_requests(gateway, simulator)
     assert sent["body"] == {"model": UPSTREAM_MODEL, "max_tokens": 100, "stream": True,
@@ -96,7 +85,7 @@ async def test_a_stream_asks_upstream_for_a_stream_without_openai_fields(gateway
 @pytest.mark.parametrize("stream", [False, True])
 async def test_missing_max_tokens_is_400_before_any_upstream_call(gateway, org, simulator, stream):
     body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
-    response = await post(gateway, org, body)
+    response = await post_chat(gateway, org, body)
     assert response.status == 400
     error = (await response.json())["error"]
     assert error["param"] == "max_tokens" and "max_tokens" in error["message"]
@@ -105,13 +94,13 @@ async def test_missing_max_tokens_is_400_before_any_upstream_call(gateway, org, 
 
 
 async def test_max_tokens_is_optional_for_other_providers(gateway, org):
-    response = await post(gateway, org, {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
+    response = await post_chat(gateway, org, {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
     assert response.status == 200
 
 
 async def test_an_image_url_that_is_not_a_data_url_is_400_without_upstream_call(gateway, org, simulator):
     image = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
-    response = await post(gateway, org, claude([{"type": "text", "text": "what?"}, image]))
+    response = await post_chat(gateway, org, claude([{"type": "text", "text": "what?"}, image]))
     assert response.status == 400
     error = (await response.json())["error"]
     assert error["param"] == "messages" and "messages[0]" in error["message"] and "data URL" in error["message"]
@@ -125,7 +114,7 @@ async def test_the_orgs_own_anthropic_key_is_sent_as_x_api_key(make_gateway, con
     await admin.set_provider_key(gateway.ledger.recorder, Sealer("test-master-key-0123456789"), org["org_id"],
                                  "anthropic", "sk-ant-org-own-key-0123456789")
     await gateway.ledger.follower.catch_up()
-    assert (await post(gateway, org, claude())).status == 200
+    assert (await post_chat(gateway, org, claude())).status == 200
     (sent,) = await upstream_requests(gateway, simulator)
     assert sent["headers"]["x-api-key"] == "sk-ant-org-own-key-0123456789"
     (event,) = await request_events(gateway)
@@ -135,7 +124,7 @@ async def test_the_orgs_own_anthropic_key_is_sent_as_x_api_key(make_gateway, con
 # -- the answer, as the client receives it ------------------------------------------------------
 
 async def test_a_json_answer_is_an_openai_completion_billed_exactly(gateway, org):
-    response = await post(gateway, org, claude("one two three [sim:tokens=5]"))
+    response = await post_chat(gateway, org, claude("one two three [sim:tokens=5]"))
     body = decimal_json(await response.read())
     assert body["object"] == "chat.completion" and body["id"].startswith("msg_")
     assert body["model"] == UPSTREAM_MODEL
@@ -152,7 +141,7 @@ async def test_a_json_answer_is_an_openai_completion_billed_exactly(gateway, org
 
 async def test_cache_reads_and_writes_are_billed_at_their_cache_prices(gateway, org):
     text = "w " * 20 + "[sim:cache_read=16] [sim:cache_write=2] [sim:tokens=3]"
-    body = decimal_json(await (await post(gateway, org, claude(text))).read())
+    body = decimal_json(await (await post_chat(gateway, org, claude(text))).read())
     usage = body["usage"]
     prompt_tokens = 23 + 4  # words + per-message overhead: 9 uncached + 2 written + 16 read
     assert usage["prompt_tokens"] == prompt_tokens and usage["prompt_tokens_details"] == {"cached_tokens": 16}
@@ -163,7 +152,7 @@ async def test_cache_reads_and_writes_are_billed_at_their_cache_prices(gateway, 
 
 
 async def test_a_tool_call_answer(gateway, org):
-    body = await (await post(gateway, org, claude("[sim:tool=get_weather] [sim:tokens=2]", tools=[WEATHER]))).json()
+    body = await (await post_chat(gateway, org, claude("[sim:tool=get_weather] [sim:tokens=2]", tools=[WEATHER]))).json()
     (choice,) = body["choices"]
     assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] == completion_text(2)
     (call,) = choice["message"]["tool_calls"]
@@ -177,7 +166,7 @@ async def test_a_tool_call_answer(gateway, org):
     ({"max_tokens": 3}, "length"), ({"stop": "fox"}, "stop"),
     ({"messages": [{"role": "user", "content": "[sim:refusal]"}]}, "content_filter")])
 async def test_stop_reasons_become_finish_reasons(gateway, org, extra, finish_reason):
-    body = await (await post(gateway, org, {**claude("x"), **extra})).json()
+    body = await (await post_chat(gateway, org, {**claude("x"), **extra})).json()
     assert body["choices"][0]["finish_reason"] == finish_reason
 
 
@@ -186,7 +175,7 @@ async def test_stop_reasons_become_finish_reasons(gateway, org, extra, finish_re
 async def test_a_stream_is_translated_chunk_by_chunk_with_tool_call_fragments(gateway, org):
     body = claude("[sim:tokens=2]", stream=True, tools=[WEATHER], tool_choice="required",
                   stream_options={"include_usage": True})
-    chunks = await chunks_of(await post(gateway, org, body))
+    chunks = await chunks_of(await post_chat(gateway, org, body))
     message_id = chunks[0]["id"]
     assert message_id.startswith("msg_") and all(c["id"] == message_id for c in chunks)
     deltas = [(c["choices"][0]["delta"], c["choices"][0]["finish_reason"]) for c in chunks[:-1]]
@@ -208,7 +197,7 @@ async def test_a_stream_is_translated_chunk_by_chunk_with_tool_call_fragments(ga
 
 
 async def test_a_stream_is_billed_on_anthropic_usage_with_cache_reads(gateway, org):
-    response = await post(gateway, org, claude("a b c d [sim:cache_read=5] [sim:tokens=4]", stream=True))
+    response = await post_chat(gateway, org, claude("a b c d [sim:cache_read=5] [sim:tokens=4]", stream=True))
     chunks = await chunks_of(response)
     assert all(c["choices"] for c in chunks)  # no usage chunk unless asked for
     (event,) = await request_events(gateway)
@@ -218,15 +207,15 @@ async def test_a_stream_is_billed_on_anthropic_usage_with_cache_reads(gateway, o
 
 
 async def test_a_client_that_leaves_mid_stream_is_billed_for_what_it_was_sent(gateway, org, simulator):
-    response = await post(gateway, org, claude("go [sim:hang_after=2]", stream=True))
+    response = await post_chat(gateway, org, claude("go [sim:hang_after=2]", stream=True))
     received = b""
     while received.count(b"data: ") < 3:
         received += await asyncio.wait_for(response.content.readany(), 5)
     response.close()
-    events = await _wait_for(lambda: request_events(gateway))
+    events = await poll(lambda: request_events(gateway))
     (event,) = events
     assert (event.status, event.completion_tokens) == (499, 2) and event.charged_inr_nano > 0
-    upstream = await _wait_for(lambda: upstream_requests(gateway, simulator),
+    upstream = await poll(lambda: upstream_requests(gateway, simulator),
                                lambda sent: sent[-1]["outcome"] == "disconnected")
     assert upstream[-1]["outcome"] == "disconnected"  # the upstream request was abandoned at once
 
@@ -237,7 +226,7 @@ async def test_a_client_that_leaves_mid_stream_is_billed_for_what_it_was_sent(ga
     ("[sim:status=429]", 429), ("[sim:status=529]", 502), ("[sim:status=500]", 502), ("[sim:drop_after=0]", 502),
     ("[sim:error_after=1]", 502)])
 async def test_upstream_failures_become_gateway_errors_and_are_not_charged(gateway, org, directive, status):
-    response = await post(gateway, org, claude(f"x {directive}"))
+    response = await post_chat(gateway, org, claude(f"x {directive}"))
     assert response.status == status
     error = (await response.json())["error"]
     assert error["type"] == error["code"] == "gateway_error"
@@ -251,13 +240,13 @@ async def test_upstream_failures_become_gateway_errors_and_are_not_charged(gatew
 
 
 async def test_an_upstream_400_stays_400(gateway, org):
-    response = await post(gateway, org, claude("x", temperature=1.5))  # Anthropic allows at most 1
+    response = await post_chat(gateway, org, claude("x", temperature=1.5))  # Anthropic allows at most 1
     assert response.status == 400
     assert "temperature" in (await response.json())["error"]["message"]
 
 
 async def test_an_error_event_mid_stream_ends_the_stream_with_an_error_and_no_charge(gateway, org):
-    chunks = await chunks_of(await post(gateway, org, claude("x [sim:error_after=2]", stream=True)))
+    chunks = await chunks_of(await post_chat(gateway, org, claude("x [sim:error_after=2]", stream=True)))
     assert [c["choices"][0]["delta"].get("content") for c in chunks[1:3]] == ["the ", "quick "]
     error = chunks[-1]["error"]
     assert error["type"] == "gateway_error" and "overloaded_error" in error["message"]
@@ -267,7 +256,7 @@ async def test_an_error_event_mid_stream_ends_the_stream_with_an_error_and_no_ch
 
 
 async def test_a_stream_dropped_by_upstream_ends_with_an_error_and_no_charge(gateway, org):
-    chunks = await chunks_of(await post(gateway, org, claude("x [sim:drop_after=1]", stream=True)))
+    chunks = await chunks_of(await post_chat(gateway, org, claude("x [sim:drop_after=1]", stream=True)))
     assert chunks[-1]["error"]["type"] == "gateway_error"
     (event,) = await request_events(gateway)
     assert event.status == 502 and event.charged_inr_nano == 0
@@ -293,12 +282,3 @@ async def test_the_openai_sdk_drives_claude_json_and_streamed(gateway, org):
     assert await gateway.balance(org["org_id"]) == 100 - sum(Decimal(str(c)) for c in costs)
     with pytest.raises(openai.BadRequestError, match="max_tokens"):
         await client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}])
-
-
-async def _wait_for(probe, accept=bool, timeout=5.0):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await probe()
-        if accept(value) or asyncio.get_running_loop().time() > deadline:
-            return value
-        await asyncio.sleep(0.05)

@@ -11,7 +11,7 @@ import pytest
 from gateway.catalogue import SHIPPED_PATH
 from ledger.events import RequestCompleted
 from simulator.textgen import completion_text
-from support import auth, chat_body, decimal_json, sse_lines
+from support import auth, chat_body, decimal_json, poll, request_events, sse_lines
 
 PROMPT_PRICE, COMPLETION_PRICE = Decimal("0.00000015"), Decimal("0.0000006")  # gpt-4o-mini
 RATE = Decimal("84.0")
@@ -19,10 +19,6 @@ RATE = Decimal("84.0")
 
 def prompt_tokens(text: str) -> int:
     return len(text.split()) + 4  # the simulator's deterministic count
-
-
-async def request_events(gateway) -> list[RequestCompleted]:
-    return [r.event for r in await gateway.events() if isinstance(r.event, RequestCompleted)]
 
 
 async def test_json_completion_carries_exact_usage_and_cost(gateway, org):
@@ -117,26 +113,17 @@ async def test_client_disconnect_cancels_upstream_and_bills_delivered_tokens(gat
     while received.count(b"data: ") < 4:
         received += await asyncio.wait_for(response.content.readany(), 5)
     response.close()
-    events = await _wait_for(lambda: request_events(gateway))
+    events = await poll(lambda: request_events(gateway))
     (event,) = events
     assert (event.status, event.completion_tokens) == (499, 3)
     assert event.charged_inr_nano == event.cost_inr_nano > 0
-    outcome = await _wait_for(lambda: _sim_outcome(gateway, simulator), lambda o: o == "disconnected")
+    outcome = await poll(lambda: _sim_outcome(gateway, simulator), lambda o: o == "disconnected")
     assert outcome == "disconnected"
 
 
 async def _sim_outcome(gateway, simulator) -> str:
     recorded = await (await gateway.client.session.get(simulator.make_url("/_sim/requests"))).json()
     return recorded["data"][-1]["outcome"]
-
-
-async def _wait_for(probe, accept=bool, timeout=5.0):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await probe()
-        if accept(value) or asyncio.get_running_loop().time() > deadline:
-            return value
-        await asyncio.sleep(0.05)
 
 
 @pytest.mark.parametrize(("directive", "status"), [

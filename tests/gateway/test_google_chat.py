@@ -17,9 +17,10 @@ from gateway import admin
 from gateway.errors import ApiError, UpstreamError
 from gateway.providers import google_chat as wire
 from gateway.sealing import Sealer
-from ledger.events import RequestCompleted
 from simulator.textgen import completion_text, iter_tokens
-from support import PROVIDER_KEY, auth, decimal_json, sse_lines
+from support import (
+    PROVIDER_KEY, decimal_json, poll, post_chat, request_events, sse_lines, upstream_requests,
+)
 
 MODEL = "gemini-2.5-flash"
 PROMPT_PRICE, COMPLETION_PRICE = Decimal("0.0000003"), Decimal("0.0000025")
@@ -39,19 +40,6 @@ def cost(prompt: int, completion: int, cached: int = 0) -> dict:
     usd_out = completion * COMPLETION_PRICE
     return {"cost_usd_input": usd_in, "cost_usd_output": usd_out, "cost_usd_total": usd_in + usd_out,
             "cost_inr": (usd_in + usd_out) * RATE}
-
-
-async def upstream(gateway, simulator) -> list[dict]:
-    recorded = await gateway.client.session.get(simulator.make_url("/_sim/requests"))
-    return (await recorded.json())["data"]
-
-
-async def request_events(gateway) -> list[RequestCompleted]:
-    return [r.event for r in await gateway.events() if isinstance(r.event, RequestCompleted)]
-
-
-async def post(gateway, org, body: dict):
-    return await gateway.client.post("/v1/chat/completions", json=body, headers=auth(org["api_key"]))
 
 
 async def chunks_of(response) -> list[dict]:
@@ -246,9 +234,9 @@ async def test_exact_upstream_request_for_system_roles_images_and_generation_con
                     {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_B64}"}}]},
                 {"role": "assistant", "content": "A picture."},
                 {"role": "user", "content": "thanks"}]}
-    response = await post(gateway, org, body)
+    response = await post_chat(gateway, org, body)
     assert response.status == 200, await response.text()
-    [sent] = await upstream(gateway, simulator)
+    [sent] = await upstream_requests(gateway, simulator)
     assert sent["path"] == f"/v1beta/models/{MODEL}:generateContent" and sent["query"] == {}
     assert sent["headers"]["x-goog-api-key"] == PROVIDER_KEY and "authorization" not in sent["headers"]
     assert sent["body"] == {
@@ -266,7 +254,7 @@ async def test_exact_upstream_request_for_system_roles_images_and_generation_con
 
 
 async def test_json_completion_carries_usage_and_exact_cost(gateway, org):
-    response = await post(gateway, org, ask("one two three"))
+    response = await post_chat(gateway, org, ask("one two three"))
     body = decimal_json(await response.read())
     assert body["id"] == f"chatcmpl-{response.headers['X-Request-Id']}"
     assert body["object"] == "chat.completion" and body["model"] == MODEL and body["created"] > 0
@@ -281,7 +269,7 @@ async def test_json_completion_carries_usage_and_exact_cost(gateway, org):
 
 
 async def test_cached_prompt_tokens_are_cheaper_and_thoughts_are_output(gateway, org):
-    response = await post(gateway, org, ask("a b c d e f [sim:cached=4] [sim:thoughts=5]"))
+    response = await post_chat(gateway, org, ask("a b c d e f [sim:cached=4] [sim:thoughts=5]"))
     usage = decimal_json(await response.read())["usage"]
     assert (usage["prompt_tokens"], usage["completion_tokens"]) == (12, 16 + 5)
     assert usage["prompt_tokens_details"] == {"cached_tokens": 4}
@@ -294,24 +282,24 @@ async def test_cached_prompt_tokens_are_cheaper_and_thoughts_are_output(gateway,
     ("x [sim:finish=RECITATION]", {}, "content_filter"), ("x [sim:finish=OTHER]", {}, "stop"),
     ("x [sim:tool=get_weather]", {"tools": [WEATHER_TOOL]}, "tool_calls")])
 async def test_finish_reasons_json_and_streamed(gateway, org, text, extra, expected):
-    reply = decimal_json(await (await post(gateway, org, ask(text, **extra))).read())
+    reply = decimal_json(await (await post_chat(gateway, org, ask(text, **extra))).read())
     assert reply["choices"][0]["finish_reason"] == expected
-    chunks = await chunks_of(await post(gateway, org, ask(text, stream=True, **extra)))
+    chunks = await chunks_of(await post_chat(gateway, org, ask(text, stream=True, **extra)))
     assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == expected
 
 
 async def test_tool_call_round_trip(gateway, org, simulator):
     body = ask("weather in Paris? [sim:tokens=0] [sim:tool=get_weather]", tools=[WEATHER_TOOL], tool_choice="auto")
-    reply = decimal_json(await (await post(gateway, org, body)).read())
+    reply = decimal_json(await (await post_chat(gateway, org, body)).read())
     [call] = reply["choices"][0]["message"]["tool_calls"]
     assert reply["choices"][0]["message"]["content"] is None
     assert call["function"] == {"name": "get_weather", "arguments": '{"city":"the quick brown fox"}'}
     follow_up = {**body, "messages": [*body["messages"], reply["choices"][0]["message"],
                                       {"role": "tool", "tool_call_id": call["id"], "content": "sunny"}]}
     follow_up["messages"][0] = {"role": "user", "content": "weather in Paris? [sim:tokens=2]"}
-    second = await post(gateway, org, follow_up)
+    second = await post_chat(gateway, org, follow_up)
     assert decimal_json(await second.read())["choices"][0]["message"]["content"] == completion_text(2)
-    sent = (await upstream(gateway, simulator))[-1]["body"]
+    sent = (await upstream_requests(gateway, simulator))[-1]["body"]
     assert sent["contents"][1:] == [
         {"role": "model", "parts": [{"functionCall": {"name": "get_weather",
                                                       "args": {"city": "the quick brown fox"}}}]},
@@ -321,7 +309,7 @@ async def test_tool_call_round_trip(gateway, org, simulator):
 
 async def test_stream_relays_chunks_then_usage_with_exact_cost(gateway, org, simulator):
     body = ask("a b [sim:tokens=5]", stream=True, stream_options={"include_usage": True})
-    response = await post(gateway, org, body)
+    response = await post_chat(gateway, org, body)
     assert response.status == 200 and response.headers["Content-Type"].startswith("text/event-stream")
     chunks = await chunks_of(response)
     with_choices = [c for c in chunks if c["choices"]]
@@ -336,13 +324,13 @@ async def test_stream_relays_chunks_then_usage_with_exact_cost(gateway, org, sim
     assert (usage["prompt_tokens"], usage["completion_tokens"]) == (7, 5)
     assert {name: usage[name] for name in cost(7, 5)} == cost(7, 5)
     assert await gateway.balance(org["org_id"]) == Decimal(100) - cost(7, 5)["cost_inr"]
-    [sent] = await upstream(gateway, simulator)
+    [sent] = await upstream_requests(gateway, simulator)
     assert sent["path"] == f"/v1beta/models/{MODEL}:streamGenerateContent" and sent["query"] == {"alt": "sse"}
     assert "stream" not in sent["body"] and "stream_options" not in sent["body"]
 
 
 async def test_stream_without_include_usage_is_billed_on_reported_usage(gateway, org):
-    chunks = await chunks_of(await post(gateway, org, ask("a b [sim:tokens=4]", stream=True)))
+    chunks = await chunks_of(await post_chat(gateway, org, ask("a b [sim:tokens=4]", stream=True)))
     assert all(c["choices"] for c in chunks)
     [event] = await request_events(gateway)
     assert (event.status, event.prompt_tokens, event.completion_tokens) == (200, 7, 4)
@@ -351,14 +339,14 @@ async def test_stream_without_include_usage_is_billed_on_reported_usage(gateway,
 
 async def test_stream_tool_call_arrives_as_one_delta(gateway, org):
     body = ask("x [sim:tokens=1] [sim:tool=get_weather]", stream=True, tools=[WEATHER_TOOL])
-    chunks = await chunks_of(await post(gateway, org, body))
+    chunks = await chunks_of(await post_chat(gateway, org, body))
     calls = [d["tool_calls"] for c in chunks for d in [c["choices"][0]["delta"]] if "tool_calls" in d]
     assert calls == [[{"index": 0, "id": calls[0][0]["id"], "type": "function",
                        "function": {"name": "get_weather", "arguments": '{"city":"the quick brown fox"}'}}]]
 
 
 async def test_first_chunks_reach_the_client_while_upstream_still_generates(gateway, org):
-    response = await post(gateway, org, ask("go [sim:hang_after=2]", stream=True))
+    response = await post_chat(gateway, org, ask("go [sim:hang_after=2]", stream=True))
     received = b""
     while received.count(b"data: ") < 2:
         received += await asyncio.wait_for(response.content.readany(), 5)
@@ -367,34 +355,25 @@ async def test_first_chunks_reach_the_client_while_upstream_still_generates(gate
 
 
 async def test_client_disconnect_cancels_upstream_and_bills_what_was_delivered(gateway, org, simulator):
-    response = await post(gateway, org, ask("go [sim:hang_after=3]", stream=True))
+    response = await post_chat(gateway, org, ask("go [sim:hang_after=3]", stream=True))
     received = b""
     while received.count(b"data: ") < 3:
         received += await asyncio.wait_for(response.content.readany(), 5)
     response.close()
-    events = await _wait_for(lambda: request_events(gateway))
+    events = await poll(lambda: request_events(gateway))
     [event] = events
     assert (event.status, event.completion_tokens) == (499, 3) and event.charged_inr_nano > 0
-    outcome = await _wait_for(lambda: _last_outcome(gateway, simulator), lambda o: o == "disconnected")
+    outcome = await poll(lambda: _last_outcome(gateway, simulator), lambda o: o == "disconnected")
     assert outcome == "disconnected"
 
 
 async def _last_outcome(gateway, simulator) -> str:
-    return (await upstream(gateway, simulator))[-1]["outcome"]
-
-
-async def _wait_for(probe, accept=bool, timeout=5.0):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await probe()
-        if accept(value) or asyncio.get_running_loop().time() > deadline:
-            return value
-        await asyncio.sleep(0.05)
+    return (await upstream_requests(gateway, simulator))[-1]["outcome"]
 
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_blocked_prompt_is_a_clear_400_and_not_charged(gateway, org, stream):
-    response = await post(gateway, org, ask("bad [sim:block=prompt]", model=f"google/{MODEL}", stream=stream))
+    response = await post_chat(gateway, org, ask("bad [sim:block=prompt]", model=f"google/{MODEL}", stream=stream))
     assert response.status == 400 and response.content_type == "application/json"
     assert (await response.json())["error"] == {
         "message": "google blocked the prompt (SAFETY)", "type": "gateway_error", "code": "gateway_error",
@@ -405,7 +384,7 @@ async def test_blocked_prompt_is_a_clear_400_and_not_charged(gateway, org, strea
 
 
 async def test_prompt_blocked_with_a_400_says_so(gateway, org):
-    response = await post(gateway, org, ask("bad [sim:block=400]"))
+    response = await post_chat(gateway, org, ask("bad [sim:block=400]"))
     assert response.status == 400
     assert (await response.json())["error"]["message"] == (
         "google returned 400: The prompt was blocked due to safety reasons.")
@@ -413,7 +392,7 @@ async def test_prompt_blocked_with_a_400_says_so(gateway, org):
 
 
 async def test_candidate_stopped_for_safety_is_a_content_filter_finish(gateway, org):
-    reply = decimal_json(await (await post(gateway, org, ask("x [sim:block=candidate]"))).read())
+    reply = decimal_json(await (await post_chat(gateway, org, ask("x [sim:block=candidate]"))).read())
     assert reply["choices"][0]["finish_reason"] == "content_filter"
     assert reply["choices"][0]["message"]["content"] == ""
     assert reply["usage"]["completion_tokens"] == 0
@@ -423,7 +402,7 @@ async def test_candidate_stopped_for_safety_is_a_content_filter_finish(gateway, 
     ("[sim:status=429]", 429), ("[sim:status=500]", 502), ("[sim:status=503]", 502), ("[sim:drop_after=0]", 502)])
 @pytest.mark.parametrize("stream", [False, True])
 async def test_upstream_failures_become_gateway_errors_and_are_not_charged(gateway, org, directive, status, stream):
-    response = await post(gateway, org, ask(f"x {directive}", stream=stream))
+    response = await post_chat(gateway, org, ask(f"x {directive}", stream=stream))
     assert response.status == status
     error = (await response.json())["error"]
     assert error["type"] == "gateway_error" and error["usedProvider"] == "google"
@@ -436,7 +415,7 @@ async def test_upstream_failures_become_gateway_errors_and_are_not_charged(gatew
 
 
 async def test_stream_broken_mid_way_ends_with_an_error_event_and_no_charge(gateway, org):
-    events = await sse_lines(await post(gateway, org, ask("x [sim:drop_after=2]", stream=True)))
+    events = await sse_lines(await post_chat(gateway, org, ask("x [sim:drop_after=2]", stream=True)))
     assert events[-1] == b"[DONE]"
     assert [orjson.loads(e)["choices"][0]["delta"].get("content") for e in events[:2]] == list(iter_tokens(2))
     assert orjson.loads(events[-2])["error"]["type"] == "gateway_error"
@@ -450,18 +429,18 @@ async def test_upstream_silence_is_504(make_gateway, config):
         config, providers=msgspec.structs.replace(config.providers, google=google)))
     org = await gateway.new_org("10")
     for stream in (False, True):
-        response = await post(gateway, org, ask("x [sim:hang]", stream=stream))
+        response = await post_chat(gateway, org, ask("x [sim:hang]", stream=stream))
         assert response.status == 504
     assert await gateway.balance(org["org_id"]) == 10
 
 
 async def test_image_url_that_is_not_a_data_url_is_400_without_upstream_call(gateway, org, simulator):
     content = [{"type": "text", "text": "what?"}, {"type": "image_url", "image_url": {"url": "https://x.test/a.png"}}]
-    response = await post(gateway, org, {"model": MODEL, "messages": [{"role": "user", "content": content}]})
+    response = await post_chat(gateway, org, {"model": MODEL, "messages": [{"role": "user", "content": content}]})
     assert response.status == 400
     error = (await response.json())["error"]
     assert error["param"] == "messages[0].content[1].image_url" and "data URL" in error["message"]
-    assert await upstream(gateway, simulator) == [] and await request_events(gateway) == []
+    assert await upstream_requests(gateway, simulator) == [] and await request_events(gateway) == []
 
 
 async def test_the_orgs_own_google_key_is_used_for_chat(make_gateway, config, simulator):
@@ -473,10 +452,10 @@ async def test_the_orgs_own_google_key_is_used_for_chat(make_gateway, config, si
     await admin.set_provider_key(gateway.ledger.recorder, Sealer(master), org["org_id"], "google", own)
     await gateway.ledger.follower.catch_up()
     for stream in (False, True):
-        response = await post(gateway, org, ask(stream=stream))
+        response = await post_chat(gateway, org, ask(stream=stream))
         assert response.status == 200
         await response.read()
-    assert [r["headers"]["x-goog-api-key"] for r in await upstream(gateway, simulator)] == [own, own]
+    assert [r["headers"]["x-goog-api-key"] for r in await upstream_requests(gateway, simulator)] == [own, own]
     assert await gateway.balance(org["org_id"]) == 100
 
 

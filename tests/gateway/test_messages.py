@@ -8,10 +8,9 @@ from decimal import Decimal
 import orjson
 import pytest
 
-from ledger.events import RequestCompleted
 from simulator.anthropic_messages import tool_input
 from simulator.textgen import completion_text
-from support import PROVIDER_KEY, auth, decimal_json
+from support import PROVIDER_KEY, auth, decimal_json, poll, request_events, upstream_requests
 
 anthropic = pytest.importorskip("anthropic")
 
@@ -37,14 +36,6 @@ def sdk(gateway, org):
 
 def ask(text: str) -> list[dict]:
     return [{"role": "user", "content": text}]
-
-
-async def upstream_requests(gateway, simulator) -> list[dict]:
-    return (await (await gateway.client.session.get(simulator.make_url("/_sim/requests"))).json())["data"]
-
-
-async def request_events(gateway) -> list[RequestCompleted]:
-    return [r.event for r in await gateway.events() if isinstance(r.event, RequestCompleted)]
 
 
 def cost_inr(model: str, prompt_tokens: int, output_tokens: int) -> Decimal:
@@ -244,11 +235,11 @@ async def test_a_client_that_leaves_mid_stream_is_billed_for_what_it_was_sent(ga
     while received.count(b"event: content_block_delta") < 2:
         received += await asyncio.wait_for(response.content.readany(), 5)
     response.close()
-    events = await _wait_for(lambda: request_events(gateway))
+    events = await poll(lambda: request_events(gateway))
     (event,) = events
     assert (event.route, event.status, event.completion_tokens) == ("/v1/messages", 499, 2)
     assert event.charged_inr_nano == event.cost_inr_nano > 0
-    upstream = await _wait_for(lambda: upstream_requests(gateway, simulator),
+    upstream = await poll(lambda: upstream_requests(gateway, simulator),
                                lambda sent: sent[-1]["outcome"] == "disconnected")
     assert upstream[-1]["outcome"] == "disconnected"
 
@@ -261,12 +252,3 @@ async def test_text_is_retained_for_the_dashboard(gateway, org):
     assert orjson.loads(row[0]) == {"request": [{"role": "system", "content": "sys"},
                                                 {"role": "user", "content": "hi [sim:tokens=2]"}],
                                     "response": [completion_text(2)]}
-
-
-async def _wait_for(probe, accept=bool, timeout=5.0):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await probe()
-        if accept(value) or asyncio.get_running_loop().time() > deadline:
-            return value
-        await asyncio.sleep(0.05)
