@@ -1,0 +1,259 @@
+"""The PostgreSQL recorder: the ledger for many processes and replicas, via an asyncpg pool.
+
+Every append and every rebuild takes one transaction-scoped advisory lock first. That is what
+keeps the log right under concurrency from any number of processes: versions and hashes are
+planned from the stream heads read under the lock, positions are assigned in commit order (so a
+reader following positions never skips a row that commits later), and the holds check reads
+balances that cannot move until commit. Group commit keeps the lock's cost per event small.
+"""
+
+import contextlib
+import contextvars
+import re
+import uuid
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import asyncpg
+import msgspec
+
+from ledger import projections
+from ledger.events import decode_event
+from ledger.recorder import (
+    Append, AppendRejected, CorruptEvent, Outcome, Recorded, Recorder, Secret, accepted, held_by, plan,
+)
+
+APPEND_LOCK = 7_381_446_205_117  # pg_advisory_xact_lock key: one writer of the log at a time
+SCHEMA_LOCK = APPEND_LOCK + 1  # concurrent CREATE ... IF NOT EXISTS can still collide
+
+BIG = "BIGINT NOT NULL"
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS events (
+    position BIGINT PRIMARY KEY, stream_id TEXT NOT NULL, version {BIG}, type TEXT NOT NULL,
+    recorded_at_us {BIG}, data BYTEA NOT NULL, hash BYTEA NOT NULL, UNIQUE (stream_id, version));
+CREATE OR REPLACE FUNCTION ledger_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'ledger events are immutable and permanent'; END $$;
+DROP TRIGGER IF EXISTS events_are_immutable ON events;
+CREATE TRIGGER events_are_immutable BEFORE UPDATE OR DELETE OR TRUNCATE ON events
+    FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
+CREATE TABLE IF NOT EXISTS content (
+    content_id TEXT PRIMARY KEY, stream_id TEXT NOT NULL, sha256 TEXT NOT NULL, body BYTEA,
+    removed_at_us BIGINT, created_at_us BIGINT NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS secrets (
+    stream_id TEXT NOT NULL, name TEXT NOT NULL, sealed BYTEA NOT NULL, PRIMARY KEY (stream_id, name));
+CREATE TABLE IF NOT EXISTS orgs (
+    org_id TEXT PRIMARY KEY, name TEXT NOT NULL, retention TEXT NOT NULL, created_at_us {BIG},
+    credits_inr_nano {BIG}, spent_inr_nano {BIG}, held_inr_nano {BIG}, requests {BIG});
+CREATE TABLE IF NOT EXISTS api_keys (
+    key_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, key_hash TEXT NOT NULL UNIQUE, prefix TEXT NOT NULL,
+    name TEXT NOT NULL, admin {BIG}, created_at_us {BIG}, revoked_at_us BIGINT);
+CREATE TABLE IF NOT EXISTS request_log (
+    request_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, position {BIG}, key_id TEXT NOT NULL,
+    created_at_us {BIG}, route TEXT NOT NULL, model TEXT NOT NULL, provider TEXT NOT NULL,
+    status {BIG}, stream {BIG}, prompt_tokens {BIG}, completion_tokens {BIG}, cost_usd_nano {BIG},
+    cost_inr_nano {BIG}, charged_inr_nano {BIG}, usd_to_inr TEXT NOT NULL, latency_ms {BIG},
+    error TEXT NOT NULL, content_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS music_tracks (
+    request_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, position {BIG}, created_at_us {BIG},
+    model TEXT NOT NULL, provider TEXT NOT NULL, storage TEXT NOT NULL, error {BIG},
+    object_key TEXT NOT NULL, size {BIG}, etag TEXT NOT NULL, mime_type TEXT NOT NULL,
+    prompt_content_id TEXT NOT NULL, text_content_id TEXT NOT NULL, expired_at_us BIGINT);
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    org_id TEXT NOT NULL, idempotency_key TEXT NOT NULL, request_hash TEXT NOT NULL,
+    request_id TEXT NOT NULL, created_at_us {BIG}, PRIMARY KEY (org_id, idempotency_key));
+CREATE TABLE IF NOT EXISTS media_expired (
+    request_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, position {BIG}, object_key TEXT NOT NULL,
+    expired_at_us {BIG});
+CREATE TABLE IF NOT EXISTS provider_keys (
+    org_id TEXT NOT NULL, provider TEXT NOT NULL, fingerprint TEXT NOT NULL, set_at_us {BIG},
+    PRIMARY KEY (org_id, provider));
+CREATE INDEX IF NOT EXISTS request_log_by_org ON request_log (org_id, position);
+CREATE INDEX IF NOT EXISTS music_tracks_by_org ON music_tracks (org_id, position);
+CREATE INDEX IF NOT EXISTS music_tracks_hosted ON music_tracks (created_at_us)
+    WHERE storage = 's3' AND error = 0 AND expired_at_us IS NULL;
+CREATE INDEX IF NOT EXISTS content_kept ON content (created_at_us) WHERE body IS NOT NULL;
+"""
+INSERT_EVENT = ("INSERT INTO events (position, stream_id, version, type, recorded_at_us, data, hash)"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7)")
+INSERT_CONTENT = ("INSERT INTO content (content_id, stream_id, sha256, body, created_at_us)"
+                  " VALUES ($1, $2, $3, $4, $5)")
+PUT_SECRET = ("INSERT INTO secrets (stream_id, name, sealed) VALUES ($1, $2, $3)"
+              " ON CONFLICT (stream_id, name) DO UPDATE SET sealed = excluded.sealed")
+DROP_SECRET = "DELETE FROM secrets WHERE stream_id = $1 AND name = $2"
+SELECT_EVENTS = "SELECT position, stream_id, version, recorded_at_us, type, data, hash FROM events"
+HEADS = ("SELECT DISTINCT ON (stream_id) stream_id, version, hash FROM events"
+         " WHERE stream_id = ANY($1::text[]) ORDER BY stream_id, version DESC")
+REMOVE_TEXT = ("UPDATE content SET body = NULL, removed_at_us = $1 WHERE content_id IN"
+               " (SELECT content_id FROM content WHERE body IS NOT NULL AND created_at_us < $2"
+               " ORDER BY created_at_us LIMIT $3)")
+# A unit breaking a constraint (a request id twice, an amount beyond 64 bits) is rejected alone.
+REJECTIONS = (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError, OverflowError)
+_QMARK = re.compile(r"\?")
+
+
+def numbered(sql: str) -> str:
+    """qmark placeholders (the portable form the projections use) as PostgreSQL's $1, $2, ..."""
+    counter = iter(range(1, sql.count("?") + 1))
+    return _QMARK.sub(lambda _: f"${next(counter)}", sql)
+
+
+def dsn_and_schema(url: str) -> tuple[str, str]:
+    """The connection URL without our `schema` query parameter, and that schema ("public")."""
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    schema = query.pop("schema", "public")
+    if not re.fullmatch(r"[a-z_][a-z0-9_]*", schema):
+        raise ValueError(f"invalid schema name {schema!r} in the ledger URL")
+    return urlunsplit(parts._replace(query=urlencode(query))), schema
+
+
+def _recorded(row: asyncpg.Record) -> Recorded:
+    position, stream_id, version, at, kind, data, digest = row
+    try:
+        event = decode_event(bytes(data))
+    except msgspec.DecodeError as exc:
+        raise CorruptEvent(f"event at position {position} does not decode: {exc}") from exc
+    return Recorded(position, stream_id, version, at, kind, event, bytes(data), bytes(digest))
+
+
+class PostgresRecorder(Recorder):
+    def __init__(self, dsn: str, schema: str = "public", pool_size: int = 10) -> None:
+        self._dsn, self.schema, self._pool_size = dsn, schema, pool_size
+        self._pool: asyncpg.Pool | None = None
+        self._sql: dict[str, str] = {}  # qmark SQL -> numbered, converted once
+        # The connection of the snapshot the current task is in, if any.
+        self._snapshot: contextvars.ContextVar[asyncpg.Connection | None] = contextvars.ContextVar(
+            f"snapshot-{id(self)}", default=None)
+
+    @classmethod
+    def from_url(cls, url: str) -> "PostgresRecorder":
+        return cls(*dsn_and_schema(url))
+
+    async def open(self) -> None:
+        self._pool = await asyncpg.create_pool(
+            self._dsn, min_size=1, max_size=self._pool_size,
+            server_settings={"search_path": self.schema}, setup=None)
+        async with self._pool.acquire() as db, db.transaction():
+            await db.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK)
+            await db.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+            await db.execute(SCHEMA)
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    def _numbered(self, sql: str) -> str:
+        if sql not in self._sql:
+            self._sql[sql] = numbered(sql)
+        return self._sql[sql]
+
+    async def append(self, units: Sequence[Append]) -> list[Outcome]:
+        if not units:
+            return []
+        try:
+            return await self._append_in_transaction(units)
+        except REJECTIONS as exc:
+            if len(units) == 1:
+                return [AppendRejected(str(exc))]
+        # One unit broke a constraint: write the others one by one so only it fails.
+        return [outcome for unit in units for outcome in await self.append([unit])]
+
+    async def _append_in_transaction(self, units: Sequence[Append]) -> list[Outcome]:
+        async with self._pool.acquire() as db, db.transaction():
+            await db.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)  # see the module doc
+            heads = {s: (v, bytes(h)) for s, v, h in await db.fetch(HEADS, list({u.stream_id for u in units}))}
+            last = await db.fetchval("SELECT COALESCE(MAX(position), 0) FROM events")
+            outcomes = plan(units, heads, last, available=await self._available(db, units))
+            await self._write(db, list(accepted(units, outcomes)))
+        return outcomes
+
+    async def _available(self, db: asyncpg.Connection, units: Sequence[Append]) -> dict[str, int]:
+        orgs = list({u.stream_id for u in units if held_by(u)})
+        if not orgs:
+            return {}
+        rows = await db.fetch(f"SELECT org_id, {projections.AVAILABLE} FROM orgs WHERE org_id = ANY($1::text[])", orgs)
+        return {org: available for org, available in rows}
+
+    async def _write(self, db: asyncpg.Connection, units: list[tuple[Append, list[Recorded]]]) -> None:
+        recorded = [r for _, rs in units for r in rs]
+        await db.executemany(INSERT_EVENT, [
+            (r.position, r.stream_id, r.version, r.kind, r.recorded_at_us, r.data, r.hash) for r in recorded])
+        contents = [(c.content_id, u.stream_id, c.sha256, c.body, rs[0].recorded_at_us)
+                    for u, rs in units for c in u.contents]
+        if contents:
+            await db.executemany(INSERT_CONTENT, contents)
+        for unit, _ in units:
+            for secret in unit.secrets:
+                await db.execute(*_secret_statement(unit.stream_id, secret))
+        await self._project(db, recorded)
+
+    async def _project(self, db: asyncpg.Connection, recorded: list[Recorded]) -> None:
+        for sql, params in projections.grouped(recorded):
+            await db.executemany(self._numbered(sql), params)
+
+    @contextlib.asynccontextmanager
+    async def _reader(self) -> AsyncIterator[asyncpg.Connection]:
+        """The snapshot's connection inside `snapshot()`, otherwise one from the pool."""
+        if (held := self._snapshot.get()) is not None:
+            yield held
+            return
+        async with self._pool.acquire() as db:
+            yield db
+
+    async def read(self, after: int = 0, limit: int = 1000) -> list[Recorded]:
+        async with self._reader() as db:
+            rows = await db.fetch(f"{SELECT_EVENTS} WHERE position > $1 ORDER BY position LIMIT $2", after, limit)
+        return [_recorded(row) for row in rows]
+
+    async def read_stream(self, stream_id: str) -> list[Recorded]:
+        async with self._reader() as db:
+            rows = await db.fetch(f"{SELECT_EVENTS} WHERE stream_id = $1 ORDER BY version", stream_id)
+        return [_recorded(row) for row in rows]
+
+    async def fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
+        async with self._reader() as db:
+            rows = await db.fetch(self._numbered(sql), *params)
+        return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in rows]
+
+    async def remove_text(self, before_us: int, now_us: int, limit: int = 1000) -> int:
+        async with self._pool.acquire() as db:
+            status = await db.execute(REMOVE_TEXT, now_us, before_us, limit)
+        return int(status.rpartition(" ")[2])
+
+    async def rebuild(self, batches: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
+        async with self._pool.acquire() as db, db.transaction():
+            await db.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)  # no append meanwhile
+            if reset:
+                await db.execute(f"TRUNCATE {', '.join(projections.TABLES)}")
+            async for batch in batches:
+                await self._project(db, batch)
+
+    @contextlib.asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[None]:
+        # One REPEATABLE READ transaction pins a snapshot for this task's reads.
+        async with self._pool.acquire() as db, db.transaction(isolation="repeatable_read", readonly=True):
+            token = self._snapshot.set(db)
+            try:
+                yield
+            finally:
+                self._snapshot.reset(token)
+
+    def scratch(self) -> "PostgresRecorder":
+        return _ScratchPostgresRecorder(self._dsn, f"replay_{uuid.uuid4().hex[:16]}", pool_size=2)
+
+
+def _secret_statement(stream_id: str, secret: Secret) -> tuple:
+    if secret.sealed is None:
+        return DROP_SECRET, stream_id, secret.name
+    return PUT_SECRET, stream_id, secret.name, secret.sealed
+
+
+class _ScratchPostgresRecorder(PostgresRecorder):
+    """A throwaway schema for verification; dropped when the recorder is closed."""
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            async with self._pool.acquire() as db:
+                await db.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+        await super().close()
