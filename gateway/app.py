@@ -52,7 +52,7 @@ def create_app(config: Config) -> web.Application:
 async def ledger_ctx(app: web.Application) -> AsyncIterator[None]:
     """The recorder, its group-commit writer, and the in-memory directory that follows it."""
     recorder = recorder_for(app[CONFIG].ledger.url)
-    await recorder.open()
+    await recorder.open(migrate=app[CONFIG].ledger.migrate_on_start)
     directory = Directory()
     follower = LogFollower(recorder, directory.apply, after=await directory.load(recorder))
     writer = GroupCommitWriter(recorder, on_commit=follower.applied_locally)

@@ -31,6 +31,9 @@ class ServerConfig(Section):
 
 class LedgerConfig(Section):
     url: str = "sqlite:///./data/gateway.db"
+    # Bring the schema up to date when a server starts; off: refuse to start on an old schema
+    # and leave `gateway ledger migrate` to the operator (one step of a rollout).
+    migrate_on_start: bool = True
 
 
 class RedisConfig(Section):

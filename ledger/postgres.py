@@ -10,6 +10,7 @@ balances that cannot move until commit. Group commit keeps the lock's cost per e
 import contextlib
 import contextvars
 import re
+import time
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -20,7 +21,8 @@ import msgspec
 from ledger import projections
 from ledger.events import decode_event
 from ledger.recorder import (
-    Append, AppendRejected, CorruptEvent, Outcome, Recorded, Recorder, Secret, accepted, held_by, plan,
+    CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, AppendRejected, CorruptEvent, Outcome,
+    Recorded, Recorder, Secret, accepted, held_by, out_of_date, plan,
 )
 
 APPEND_LOCK = 7_381_446_205_117  # pg_advisory_xact_lock key: one writer of the log at a time
@@ -129,14 +131,25 @@ class PostgresRecorder(Recorder):
     def from_url(cls, url: str) -> "PostgresRecorder":
         return cls(*dsn_and_schema(url))
 
-    async def open(self) -> None:
+    async def open(self, migrate: bool = True) -> None:
         self._pool = await asyncpg.create_pool(
-            self._dsn, min_size=1, max_size=self._pool_size,
-            server_settings={"search_path": self.schema}, setup=None)
+            self._dsn, min_size=1, max_size=self._pool_size, server_settings={"search_path": self.schema})
         async with self._pool.acquire() as db, db.transaction():
             await db.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK)
-            await db.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
-            await db.execute(SCHEMA)
+            found = await self._version(db)
+            if found < SCHEMA_VERSION and migrate:
+                await db.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+                await db.execute(SCHEMA)
+                await db.execute(SCHEMA_VERSIONS)
+                await db.execute("INSERT INTO ledger_schema (version, applied_at_us) VALUES ($1, $2)",
+                                 SCHEMA_VERSION, time.time_ns() // 1000)
+        if found != SCHEMA_VERSION and not migrate:
+            await self.close()
+            raise out_of_date(found)
+
+    async def _version(self, db: asyncpg.Connection) -> int:
+        exists = await db.fetchval("SELECT to_regclass('ledger_schema') IS NOT NULL")
+        return await db.fetchval(CURRENT_VERSION) if exists else 0
 
     async def close(self) -> None:
         if self._pool is not None:

@@ -17,6 +17,20 @@ import msgspec
 from ledger.events import CreditsHeld, Event, encode_event, event_type
 
 GENESIS_HASH = bytes(32)
+# The version of the stored schema this code needs. Bump it with every schema change; a
+# migrating open (`gateway ledger migrate`, or any command on first use) brings a store up to it.
+SCHEMA_VERSION = 3
+SCHEMA_VERSIONS = "CREATE TABLE IF NOT EXISTS ledger_schema (version INTEGER NOT NULL, applied_at_us BIGINT NOT NULL)"
+CURRENT_VERSION = "SELECT COALESCE(MAX(version), 0) FROM ledger_schema"
+
+
+class SchemaOutOfDate(Exception):
+    """The store's schema is older than this code needs and opening it was not to migrate it."""
+
+
+def out_of_date(found: int) -> SchemaOutOfDate:
+    return SchemaOutOfDate(f"the ledger schema is at version {found}, this code needs version"
+                           f" {SCHEMA_VERSION}: run `gateway ledger migrate`")
 
 
 class CorruptEvent(Exception):
@@ -131,8 +145,10 @@ class Recorder(abc.ABC):
     """A ledger backend. All methods are safe to call from one event loop concurrently."""
 
     @abc.abstractmethod
-    async def open(self) -> None:
-        """Connect and create the schema if it does not exist yet."""
+    async def open(self, migrate: bool = True) -> None:
+        """Connect. With `migrate`, create the schema or bring it up to SCHEMA_VERSION
+        (idempotent, safe from several processes at once); without, raise SchemaOutOfDate
+        unless the store is already at SCHEMA_VERSION, and change nothing."""
 
     @abc.abstractmethod
     async def close(self) -> None:

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import sqlite3
 import tempfile
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from pathlib import Path
 
@@ -18,7 +19,8 @@ import msgspec
 from ledger import projections
 from ledger.events import decode_event
 from ledger.recorder import (
-    Append, AppendRejected, CorruptEvent, Outcome, Recorded, Recorder, Secret, accepted, held_by, plan,
+    CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, AppendRejected, CorruptEvent, Outcome,
+    Recorded, Recorder, Secret, accepted, held_by, out_of_date, plan,
 )
 
 SCHEMA = """
@@ -151,14 +153,29 @@ class SQLiteRecorder(Recorder):
     def from_url(cls, url: str) -> "SQLiteRecorder":
         return cls(path_of(url))
 
-    async def open(self) -> None:
+    async def open(self, migrate: bool = True) -> None:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._writer = await self._connect()
-        await self._writer.executescript(SCHEMA)
-        await self._migrate()
-        await self._writer.executescript(INDEXES)
+        if migrate:
+            await self._writer.executescript(SCHEMA)
+            await self._migrate()
+            await self._writer.executescript(INDEXES)
+            await self._record_version()
+        elif (found := await self._version()) != SCHEMA_VERSION:
+            await self.close()
+            raise out_of_date(found)
         self._reader = await self._connect() if self.path != ":memory:" else self._writer
+
+    async def _version(self) -> int:
+        await self._writer.execute(SCHEMA_VERSIONS)  # an empty table is version 0: nothing to do
+        [(version,)] = await self._writer.execute_fetchall(CURRENT_VERSION)
+        return version
+
+    async def _record_version(self) -> None:
+        if await self._version() < SCHEMA_VERSION:
+            await self._writer.execute("INSERT INTO ledger_schema (version, applied_at_us) VALUES (?, ?)",
+                                       (SCHEMA_VERSION, time.time_ns() // 1000))
 
     async def _connect(self) -> aiosqlite.Connection:
         db = await aiosqlite.connect(self.path, isolation_level=None)

@@ -11,8 +11,10 @@ from decimal import Decimal
 from pathlib import Path
 
 import aiohttp
+import msgspec
 import pytest
 
+from ledger.recorder import SCHEMA_VERSION
 from support import PROVIDER_KEY, auth, decimal_json
 from gateway_helpers import (
     chat_body, children_of, clean_env, cmdline, count_events, gateway_process, is_running,
@@ -222,7 +224,7 @@ def test_unsupported_ledger_url_is_refused(tmp_path):
     result = run_cli("admin", "balance", "x", "--config", str(cfg))
     assert result.returncode == 1
     assert result.stderr == ("gateway: error: unsupported ledger URL 'mysql://db/ledger':"
-                             " expected sqlite:///path\n")
+                             " expected sqlite:///path or postgresql://...\n")
 
 
 # --- ledger verify / replay -----------------------------------------------------------------
@@ -350,3 +352,16 @@ async def test_demo_serves_its_printed_key_and_stops_cleanly_on_sigint(tmp_path)
         for pid in simulators:  # never leave the demo's simulator behind
             if is_running(pid) and "simulator" in cmdline(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+async def test_ledger_migrate_is_idempotent_and_a_server_may_refuse_an_old_schema(tmp_path, make_gateway, config):
+    cfg = str(write_config(tmp_path, f'[ledger]\nurl = "sqlite:///{tmp_path}/fresh.db"\n'))
+    refused = await run_cli_async("serve", "--config", cfg, env=clean_env(GATEWAY_LEDGER_MIGRATE_ON_START="false"))
+    assert refused.returncode == 1 and "run `gateway ledger migrate`" in refused.stderr
+    for _ in range(2):
+        migrated = await run_cli_async("ledger", "migrate", "--config", cfg)
+        assert migrated.returncode == 0, migrated.stderr
+        assert one_json_object(migrated.stdout) == {"ok": True, "schema_version": SCHEMA_VERSION}
+    ledger = msgspec.structs.replace(config.ledger, url=f"sqlite:///{tmp_path}/fresh.db", migrate_on_start=False)
+    gateway = await make_gateway(msgspec.structs.replace(config, ledger=ledger))  # starts on the migrated store
+    assert (await gateway.client.get("/")).status == 200

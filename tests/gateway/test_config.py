@@ -150,6 +150,7 @@ ENV_OVERRIDES = [
     ("GATEWAY_SERVER_PORT", "9001", "server.port", 9001),
     ("GATEWAY_SERVER_WORKERS", "3", "server.workers", 3),
     ("GATEWAY_LEDGER_URL", "sqlite:////tmp/x.db", "ledger.url", "sqlite:////tmp/x.db"),
+    ("GATEWAY_LEDGER_MIGRATE_ON_START", "false", "ledger.migrate_on_start", False),
     ("GATEWAY_REDIS_URL", "redis://127.0.0.1:6379/2", "redis.url", "redis://127.0.0.1:6379/2"),
     ("GATEWAY_STORAGE_S3_ENDPOINT_URL", "http://s3:9000", "storage.s3_endpoint_url", "http://s3:9000"),
     ("GATEWAY_STORAGE_S3_BUCKET", "media-b", "storage.s3_bucket", "media-b"),

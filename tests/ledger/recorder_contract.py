@@ -18,8 +18,8 @@ from ledger import audit, projections
 from ledger.events import RequestCompleted, encode_event
 from ledger.events import ProviderKeyRemoved, ProviderKeySet
 from ledger.recorder import (
-    GENESIS_HASH, Append, AppendRejected, ConcurrencyError, CorruptEvent, InsufficientCredit, Recorder,
-    Secret, chain_hash,
+    GENESIS_HASH, SCHEMA_VERSION, Append, AppendRejected, ConcurrencyError, CorruptEvent,
+    InsufficientCredit, Recorder, SchemaOutOfDate, Secret, chain_hash,
 )
 from ledger.writer import GroupCommitWriter
 from ledger_helpers import (
@@ -556,3 +556,17 @@ class RecorderContract(abc.ABC):
             secrets=[Secret("openai", b"sealed")])])
         assert isinstance(outcome, ConcurrencyError)
         assert await recorder.fetch("SELECT * FROM secrets") == []
+
+    async def test_a_store_without_the_schema_is_refused_unless_the_open_migrates(self, tmp_path):
+        with pytest.raises(SchemaOutOfDate, match="gateway ledger migrate"):
+            await self.make_recorder(tmp_path).open(migrate=False)
+        for _ in range(2):  # migrating is idempotent
+            migrating = self.make_recorder(tmp_path)
+            await migrating.open()
+            await migrating.close()
+        checked = self.make_recorder(tmp_path)
+        await checked.open(migrate=False)
+        try:
+            assert await checked.fetch("SELECT version FROM ledger_schema") == [(SCHEMA_VERSION,)]
+        finally:
+            await checked.close()
