@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 
-from gateway import admin, config as config_module, demo, logs, server
+from gateway import admin, config as config_module, demo, logs, server, workers
 from gateway.admin import AdminError
 from gateway.config import Config, ConfigError
 from gateway.jsonio import lines
@@ -154,12 +154,12 @@ def _run(args: argparse.Namespace, config: Config) -> int:
     logs.configure()
     match args.command:
         case "serve":
-            if config.server.workers != 1:
-                raise ValueError("--workers above 1 is not available yet; run one process per port")
-            _event_loop_policy()
+            if config.server.workers > 1:
+                return workers.run(config)
+            server.use_uvloop()
             asyncio.run(server.serve(config))
         case "demo":
-            _event_loop_policy()
+            server.use_uvloop()
             asyncio.run(demo.run(config))
         case "admin":
             result = asyncio.run(with_recorder(config, admin_action(args, config)))
@@ -167,11 +167,3 @@ def _run(args: argparse.Namespace, config: Config) -> int:
         case "ledger":
             return asyncio.run(with_recorder(config, lambda r: ledger_command(r, args.action)))
     return 0
-
-
-def _event_loop_policy() -> None:
-    try:
-        import uvloop
-    except ImportError:
-        return  # uvloop is optional (absent on Windows); the default loop works, slower
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())

@@ -29,10 +29,12 @@ def redact_secrets(_logger: object, _method: str, event_dict: dict) -> dict:
     return {key: _mask(value) for key, value in event_dict.items()}
 
 
-def configure(level: int = logging.INFO) -> None:
+def configure(level: int = logging.INFO, **always: object) -> None:
+    """JSON lines on stderr; `always` fields (a worker's pid, say) go on every line."""
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            *([lambda _logger, _method, event: {**always, **event}] if always else []),
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,

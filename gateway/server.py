@@ -1,7 +1,9 @@
 """Running the gateway: one process serving until SIGINT or SIGTERM, then draining."""
 
 import asyncio
+import os
 import signal
+from collections.abc import Callable
 
 import structlog
 from aiohttp import web
@@ -12,21 +14,30 @@ from gateway.config import Config
 log = structlog.get_logger("gateway.server")
 
 
-async def serve(config: Config, banner: str = "") -> None:
-    """Serve until a stop signal; in-flight requests and streams finish before exit."""
+async def serve(config: Config, banner: str = "", *, reuse_port: bool = False,
+                on_ready: Callable[[str], None] | None = None, stop_if_orphaned: bool = False) -> None:
+    """Serve until a stop signal (or, for a worker, until its parent is gone); in-flight
+    requests and streams finish before exit."""
+    stop = _stop_on_signals()  # first: a stop during start-up is kept, not lost
+    watch = asyncio.create_task(_orphaned(stop)) if stop_if_orphaned else None
     # Cancelling a handler when its client leaves is what stops the upstream generation.
     runner = web.AppRunner(create_app(config), handler_cancellation=True, access_log=None)
     try:
         await runner.setup()  # inside: a failed start-up still closes what it opened
-        site = web.TCPSite(runner, config.server.host, config.server.port, backlog=2048)
+        site = web.TCPSite(runner, config.server.host, config.server.port, backlog=2048,
+                           reuse_port=reuse_port or None)
         await site.start()
         url = _url_of(site)
         log.info("gateway_ready", url=url, ledger=config.ledger.url.split("@")[-1])
         if banner:
             print(banner.format(url=url), flush=True)
-        await _stop_signal()
+        if on_ready:
+            on_ready(url)
+        await stop.wait()
         log.info("gateway_stopping")
     finally:
+        if watch:
+            watch.cancel()
         await runner.cleanup()
 
 
@@ -35,9 +46,27 @@ def _url_of(site: web.TCPSite) -> str:
     return f"http://{host}:{port}"
 
 
-async def _stop_signal() -> None:
+def _stop_on_signals() -> asyncio.Event:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    return stop
+
+
+async def _orphaned(stop: asyncio.Event, every_s: float = 0.5) -> None:
+    """Set `stop` once the parent is gone: a supervisor killed with SIGKILL cannot forward a
+    signal, and its workers must not serve on unsupervised."""
+    parent = os.getppid()
+    while os.getppid() == parent:
+        await asyncio.sleep(every_s)
+    log.warning("gateway_supervisor_gone", parent=parent)
+    stop.set()
+
+
+def use_uvloop() -> None:
+    try:
+        import uvloop
+    except ImportError:
+        return  # uvloop is optional (absent on Windows); the default loop works, slower
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())

@@ -18,7 +18,7 @@ from ledger.recorder import SCHEMA_VERSION
 from support import PROVIDER_KEY, auth, decimal_json
 from gateway_helpers import (
     chat_body, children_of, clean_env, cmdline, count_events, gateway_process, is_running,
-    ledger_toml, one_json_object, port_is_open, run_cli, run_cli_async, write_config,
+    json_lines, ledger_toml, one_json_object, port_is_open, run_cli, run_cli_async, write_config,
 )
 
 ORG_ID = re.compile(r"org_[0-9a-f]{24}")
@@ -298,11 +298,63 @@ async def test_serve_answers_a_chat_and_exits_0_on_sigterm(tmp_path, sim_url, cf
     assert balance["balance_inr"] == Decimal("10") - body["usage"]["cost_inr"]
 
 
-async def test_serve_refuses_more_than_one_worker(cfg):
-    result = await run_cli_async("serve", "--port", "0", "--workers", "2", "--config", cfg)
-    assert result.returncode == 1
-    assert result.stderr == ("gateway: error: --workers above 1 is not available yet;"
-                             " run one process per port\n")
+def served_by(stderr: str) -> set[int]:
+    """The worker pids of the canonical request lines."""
+    return {line["worker"] for line in json_lines(stderr) if line.get("event") == "request" and "worker" in line}
+
+
+async def chat_on_new_connections(url: str, key: str, count: int, body: dict | None = None) -> list[int]:
+    # A new connection per request, so the kernel spreads them over the workers' sockets.
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True),
+                                     timeout=aiohttp.ClientTimeout(total=30)) as session:
+        async def one() -> int:
+            async with session.post(f"{url}/v1/chat/completions", json=body or chat_body(),
+                                    headers=auth(key)) as response:
+                await response.read()
+                return response.status
+        return list(await asyncio.gather(*(one() for _ in range(count))))
+
+
+async def test_serve_with_two_workers_shares_one_port_and_follows_one_ledger(sim_url, cfg):
+    org = new_org(cfg, "--credits-inr", "10")
+    env = clean_env(GATEWAY_PROVIDERS_OPENAI_BASE_URL=f"{sim_url}/v1", GATEWAY_PROVIDERS_OPENAI_API_KEY=PROVIDER_KEY)
+    async with gateway_process("serve", "--port", "0", "--workers", "2", "--config", cfg, env=env) as served:
+        url = await served.wait_for_output(lambda _out, err: next(
+            (line["url"] for line in json_lines(err) if line.get("event") == "gateway_ready" and "workers" in line), None))
+        workers = [pid for pid in children_of(served.proc.pid) if "spawn_main" in cmdline(pid)]
+        assert len(workers) == 2
+        assert await chat_on_new_connections(url, org["api_key"], 40) == [200] * 40
+        assert served_by(served.stderr) == set(workers)
+
+        key = ok("admin", "create-key", org["org_id"], "--config", cfg)
+        await asyncio.sleep(1.0)  # every worker follows the ledger within a second
+        assert await chat_on_new_connections(url, key["api_key"], 10) == [200] * 10
+        ok("admin", "revoke-key", key["key_id"], "--config", cfg)
+        await asyncio.sleep(1.0)
+        assert await chat_on_new_connections(url, key["api_key"], 20) == [401] * 20
+        assert await served.stop(signal.SIGTERM) == 0
+    assert not any(is_running(pid) for pid in workers)
+    assert verify_ok(cfg)
+
+
+async def test_sigterm_lets_a_stream_in_flight_finish_on_every_worker(sim_url, cfg):
+    org = new_org(cfg, "--credits-inr", "10")
+    env = clean_env(GATEWAY_PROVIDERS_OPENAI_BASE_URL=f"{sim_url}/v1", GATEWAY_PROVIDERS_OPENAI_API_KEY=PROVIDER_KEY)
+    async with gateway_process("serve", "--port", "0", "--workers", "2", "--config", cfg, env=env) as served:
+        url = await served.ready_url()
+        async with aiohttp.ClientSession() as session:
+            body = {**chat_body("slow [sim:tokens=8] [sim:tps=8]"), "stream": True}
+            async with session.post(f"{url}/v1/chat/completions", json=body, headers=auth(org["api_key"])) as response:
+                first = await response.content.readline()
+                served.proc.send_signal(signal.SIGTERM)  # mid-stream
+                rest = await response.read()
+        assert first.startswith(b"data: ") and rest.rstrip().endswith(b"data: [DONE]")
+        assert await served.stop(signal.SIGTERM) == 0, served.stderr
+    assert ok("admin", "balance", org["org_id"], "--config", cfg)["balance_inr"] < 10
+
+
+def verify_ok(cfg: str) -> bool:
+    return run_cli("ledger", "verify", "--config", cfg).returncode == 0
 
 
 def test_serve_exits_when_start_up_fails_instead_of_hanging(tmp_path):
@@ -365,3 +417,15 @@ async def test_ledger_migrate_is_idempotent_and_a_server_may_refuse_an_old_schem
     ledger = msgspec.structs.replace(config.ledger, url=f"sqlite:///{tmp_path}/fresh.db", migrate_on_start=False)
     gateway = await make_gateway(msgspec.structs.replace(config, ledger=ledger))  # starts on the migrated store
     assert (await gateway.client.get("/")).status == 200
+
+
+async def test_workers_stop_when_their_supervisor_is_killed(cfg):
+    async with gateway_process("serve", "--port", "0", "--workers", "2", "--config", cfg, env=clean_env()) as served:
+        await served.wait_for_output(lambda _out, err: '"workers":2' in err)
+        workers = [pid for pid in children_of(served.proc.pid) if "spawn_main" in cmdline(pid)]
+        served.proc.kill()
+        await served.proc.wait()
+        deadline = time.monotonic() + 10
+        while any(is_running(pid) for pid in workers) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert not any(is_running(pid) for pid in workers)
