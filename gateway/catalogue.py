@@ -17,7 +17,7 @@ import msgspec
 
 SHIPPED_PATH = Path(__file__).with_name("catalogue.json")
 
-Kind = Literal["chat", "embedding", "speech", "transcription", "music"]
+Kind = Literal["chat", "embedding", "speech", "transcription", "music", "realtime"]
 # Deprecation dates must carry a timezone so comparisons with "now" are unambiguous.
 Timestamp = Annotated[datetime, msgspec.Meta(tz=True)]
 NonEmptyStr = Annotated[str, msgspec.Meta(min_length=1)]

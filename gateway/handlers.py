@@ -5,7 +5,10 @@ from typing import TypeVar
 import msgspec
 from aiohttp import web
 
-from gateway import chat, health, messages, music, music_history, music_request
+from gateway import (
+    audio, chat, embeddings, health, messages, music, music_history, music_request, realtime,
+    transcription, upload,
+)
 from gateway.errors import ApiError, bad_request
 from gateway.jsonio import encode, loads
 from gateway.state import CALLER, LOG_FIELDS, SERVICES
@@ -97,6 +100,36 @@ async def create_message(request: web.Request) -> web.StreamResponse:
     return await relay.send(request)
 
 
+async def realtime_session(request: web.Request) -> web.StreamResponse:
+    """GET /v1/realtime?model=...: a WebSocket relayed to the provider's realtime API."""
+    realtime.check_handshake(request)
+    model = request.query.get("model", "")
+    request[LOG_FIELDS].update(model=model)
+    session = await realtime.open_session(request.app[SERVICES], request[CALLER], model)
+    return await session.run(request)
+
+
+async def create_embeddings(request: web.Request) -> web.Response:
+    raw, parsed = await parse_body(request, embeddings.EmbeddingRequest, embeddings.BODY_BYTES)
+    request[LOG_FIELDS].update(model=parsed.model)
+    return json_response(await embeddings.create(request.app[SERVICES], request[CALLER], raw, parsed))
+
+
+async def create_speech(request: web.Request) -> web.StreamResponse:
+    raw, parsed = await parse_body(request, audio.SpeechRequest, audio.BODY_BYTES)
+    request[LOG_FIELDS].update(model=parsed.model, stream=True)
+    relay = await audio.open_speech(request.app[SERVICES], request[CALLER], raw, parsed)
+    return await relay.send(request)
+
+
+async def create_transcription(request: web.Request) -> web.Response:
+    """Multipart, read part by part: the file goes upstream as it arrives (see gateway.upload)."""
+    form = await upload.open_form(request)
+    body, content_type = await transcription.transcribe(request.app[SERVICES], request[CALLER], form)
+    charset = "utf-8" if content_type == "text/plain" else None
+    return web.Response(body=body, content_type=content_type, charset=charset)
+
+
 async def create_music(request: web.Request) -> web.Response:
     raw, parsed = await parse_body(request, music_request.MusicRequest, MAX_BODY_BYTES)
     request[LOG_FIELDS].update(model=parsed.model)
@@ -147,6 +180,10 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_get("/v1/models", list_models)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/messages", create_message)
+    app.router.add_post("/v1/embeddings", create_embeddings)
+    app.router.add_post("/v1/audio/speech", create_speech)
+    app.router.add_post("/v1/audio/transcriptions", create_transcription, expect_handler=upload.expect_continue)
+    app.router.add_get("/v1/realtime", realtime_session)
     app.router.add_post("/v1/music", create_music)
     app.router.add_get("/v1/music", list_music)
     app.router.add_get("/v1/music/{track_id}/content", music_content)

@@ -14,6 +14,8 @@ log = structlog.get_logger("gateway.request")
 
 # Routes answered without a key; every other /v1 route needs one.
 PUBLIC = frozenset({"/", "/v1/models"})
+REALTIME_PATH = "/v1/realtime"
+KEY_SUBPROTOCOL = "openai-insecure-api-key."
 
 
 @web.middleware
@@ -79,6 +81,17 @@ def _presented_key(request: web.Request) -> str:
     scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() == "bearer" and credentials.strip():
         return credentials.strip()
+    if request.path == REALTIME_PATH and (key := _subprotocol_key(request)):
+        return key
     return request.headers.get("x-api-key", "").strip()
+
+
+def _subprotocol_key(request: web.Request) -> str:
+    """The key a browser offers as the `openai-insecure-api-key.<KEY>` WebSocket subprotocol
+    (browsers cannot set headers on a WebSocket); "" when none is offered."""
+    for protocol in request.headers.get("Sec-WebSocket-Protocol", "").split(","):
+        if (protocol := protocol.strip()).startswith(KEY_SUBPROTOCOL):
+            return protocol.removeprefix(KEY_SUBPROTOCOL)
+    return ""
 
 

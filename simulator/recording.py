@@ -32,7 +32,8 @@ RECORD_LIMIT = 10_000
 
 
 class RecordedRequest(msgspec.Struct):
-    """One received request; `body` is the decoded JSON body, None if absent or not JSON."""
+    """One received request; `body` is the decoded JSON body, None if absent or not JSON
+    (a multipart body is summarised by its route: fields, and the file's size and hash)."""
 
     seq: int
     method: str
@@ -105,7 +106,9 @@ async def recording_middleware(request: web.Request, handler: Handler) -> web.St
     """Record provider requests and settle their outcome; handlers find the record at RECORD_KEY."""
     if not request.path.startswith(RECORDED_PREFIXES):
         return await handler(request)
-    record = request.app[RECORDER_KEY].add(request, decode_body(await request.read()))
+    # Multipart uploads may be large: the route reads them in parts and records what it saw.
+    body = None if request.content_type.startswith("multipart/") else decode_body(await request.read())
+    record = request.app[RECORDER_KEY].add(request, body)
     request[RECORD_KEY] = record
     outcome: Outcome = "error"  # anything escaping the handler ends up as a 500
     try:

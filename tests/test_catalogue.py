@@ -32,7 +32,7 @@ PROVIDER_FIELDS = {
     "reasoning": bool, "stability": str,
 }
 PROVIDER_PRICES = ("prompt", "completion", "image", "audio_music_per_generation")
-KINDS = {"chat", "embedding", "speech", "transcription", "music"}
+KINDS = {"chat", "embedding", "speech", "transcription", "music", "realtime"}
 
 # model id -> (family, kind, context_length, {record pricing field: exact string})
 REQUIRED = {
@@ -44,6 +44,8 @@ REQUIRED = {
     "text-embedding-3-large": ("openai", "embedding", 8191, {"prompt": "0.00000013"}),
     "tts-1": ("openai", "speech", None, {"prompt": "0.000015"}),
     "whisper-1": ("openai", "transcription", None, {"audio_per_minute": "0.006"}),
+    "gpt-4o-realtime-preview": ("openai", "realtime", 128000,
+                                {"prompt": "0.000005", "completion": "0.00002", "input_cache_read": "0.0000025"}),
     "claude-haiku-4-5": ("anthropic", "chat", 200000,
                          {"prompt": "0.000001", "completion": "0.000005",
                           "input_cache_read": "0.0000001", "input_cache_write": "0.00000125"}),

@@ -6,6 +6,7 @@ catalogue rows.
 """
 
 from collections.abc import AsyncIterator
+from decimal import Decimal
 from typing import Protocol
 
 import msgspec
@@ -79,3 +80,71 @@ class MusicProvider(Protocol):
 
     async def generate_music(self, call: MusicCall, timeout_s: float) -> MusicReply:
         """Exactly one upstream call, no retries. Raises SafetyBlocked or UpstreamError."""
+
+
+class EmbeddingCall(msgspec.Struct, frozen=True):
+    request_id: str
+    upstream_model: str
+    body: dict  # the client's request, OpenAI format; the adapter asks upstream for floats
+    api_key: str = ""  # the organization's own provider key (BYOK); empty: the gateway's key
+
+
+class EmbeddingReply(msgspec.Struct, frozen=True):
+    vectors: list[list[float]]  # in input order, decoded whatever form upstream sent
+    prompt_tokens: int
+
+
+class SpeechCall(msgspec.Struct, frozen=True):
+    request_id: str
+    upstream_model: str
+    body: dict  # the client's request, OpenAI format, unknown fields kept
+    api_key: str = ""
+
+
+class AudioStream(Protocol):
+    content_type: str  # of the audio, as the provider labelled it
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        """Audio bytes as they arrive; raises UpstreamError if the provider fails mid-way."""
+
+    async def aclose(self) -> None:
+        """Stop reading and abandon the upstream request."""
+
+
+class FormField(msgspec.Struct, frozen=True):
+    name: str
+    value: str
+
+
+class FilePart(msgspec.Struct, frozen=True):
+    filename: str
+    content_type: str
+    chunks: AsyncIterator[bytes]  # the file as it is read from the client, never held whole
+
+
+class TranscriptionCall(msgspec.Struct, frozen=True):
+    request_id: str
+    upstream_model: str
+    form: AsyncIterator[FormField | FilePart]  # the client's form, in order, as it arrives
+    api_key: str = ""
+
+
+class TranscriptionReply(msgspec.Struct, frozen=True):
+    body: dict  # OpenAI's JSON transcription (json or verbose_json)
+    seconds: Decimal | None = None  # audio duration, when the provider bills by the minute
+    usage: Usage | None = None  # tokens, when the provider bills by tokens
+
+
+class MediaProvider(Protocol):
+    """Embeddings, speech and transcription (capabilities "embedding", "speech", "transcription")."""
+
+    id: str
+
+    async def embed(self, call: EmbeddingCall) -> EmbeddingReply:
+        """One embeddings request; raises UpstreamError on any provider failure."""
+
+    async def open_speech(self, call: SpeechCall) -> AudioStream:
+        """Start synthesising; raises UpstreamError if refused before any audio."""
+
+    async def transcribe(self, call: TranscriptionCall) -> TranscriptionReply:
+        """Upload the form as it is read and return the transcript; raises UpstreamError."""

@@ -1,17 +1,22 @@
 """The OpenAI adapter: OpenAI's own wire format, so requests pass through nearly untouched."""
 
 import asyncio
+import struct
 from collections.abc import AsyncIterator
+from decimal import Decimal
 
 import aiohttp
+import yarl
 
-from gateway import sse
+from gateway import float32, sse
 from gateway.billing import Usage
 from gateway.config import ProviderConfig
 from gateway.errors import UpstreamError
 from gateway.jsonio import loads
-from gateway.providers.base import ChatCall, ChatReply, Chunk
-from gateway.providers.http import post_json, read_json, timeout_for
+from gateway.providers.base import ChatCall, ChatReply, Chunk, EmbeddingCall, EmbeddingReply, FilePart, \
+    FormField, SpeechCall, TranscriptionCall, TranscriptionReply
+from gateway.providers.http import error_from, post_json, read_json, timeout_for
+from gateway.upload import encode_form, new_boundary
 
 
 def usage_of(usage: dict | None) -> Usage:
@@ -55,9 +60,62 @@ class OpenAIChatStream:
         self._response.close()  # closing the connection is how an HTTP client cancels
 
 
+class OpenAIAudioStream:
+    """Speech audio relayed as the provider sends it."""
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self.content_type = response.headers.get("Content-Type", "application/octet-stream")
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._response.content.iter_any():
+                yield chunk
+        except asyncio.TimeoutError:
+            raise UpstreamError(504, "openai stopped sending audio (read timeout)") from None
+        except aiohttp.ClientError as exc:
+            raise UpstreamError(502, f"openai audio stream broke off: {type(exc).__name__}") from None
+
+    async def aclose(self) -> None:
+        self._response.close()
+
+
+def embedding_reply(body: dict) -> EmbeddingReply:
+    """The vectors in input order as float32 values, whether upstream sent floats or base64."""
+    try:
+        items = sorted(body["data"], key=lambda item: item["index"])
+        vectors = [float32.decode(v) if isinstance(v := item["embedding"], str) else float32.rounded(v)
+                   for item in items]
+        tokens = int((body.get("usage") or {}).get("prompt_tokens") or 0)
+    except (KeyError, TypeError, ValueError, OverflowError, struct.error) as exc:
+        raise UpstreamError(502, f"openai sent a malformed embeddings answer: {type(exc).__name__}") from None
+    return EmbeddingReply(vectors, tokens)
+
+
+def transcription_reply(body: dict) -> TranscriptionReply:
+    """The transcript with what it is billed on: tokens, or seconds of audio (usage, else `duration`)."""
+    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    try:
+        if usage.get("type") == "tokens":
+            return TranscriptionReply(body, usage=Usage(int(usage.get("input_tokens") or 0),
+                                                        int(usage.get("output_tokens") or 0)))
+    except (TypeError, ValueError):
+        raise UpstreamError(502, "openai sent a malformed transcription usage") from None
+    seconds = usage.get("seconds") if usage.get("type") == "duration" else body.get("duration")
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 <= seconds < 10**9:
+        return TranscriptionReply(body)
+    return TranscriptionReply(body, seconds=Decimal(str(seconds)))
+
+
+async def _with_model(form: AsyncIterator[FormField | FilePart],
+                      model: str) -> AsyncIterator[FormField | FilePart]:
+    async for part in form:
+        yield FormField("model", model) if isinstance(part, FormField) and part.name == "model" else part
+
+
 class OpenAIProvider:
     id = "openai"
-    capabilities = frozenset({"chat"})
+    capabilities = frozenset({"chat", "embedding", "speech", "transcription"})
     requires_max_tokens = False
 
     def __init__(self, config: ProviderConfig, session: aiohttp.ClientSession) -> None:
@@ -89,3 +147,59 @@ class OpenAIProvider:
         response = await post_json(self._session, self.id, self._url, body, self.headers(call.api_key),
                                    self._timeout)
         return OpenAIChatStream(response)
+
+    async def embed(self, call: EmbeddingCall) -> EmbeddingReply:
+        body = {**call.body, "model": call.upstream_model, "encoding_format": "float"}
+        response = await post_json(self._session, self.id, self._base + "/embeddings", body,
+                                   self.headers(call.api_key), self._timeout)
+        return embedding_reply(await read_json(self.id, response))
+
+    async def open_speech(self, call: SpeechCall) -> OpenAIAudioStream:
+        body = {**call.body, "model": call.upstream_model}
+        response = await post_json(self._session, self.id, self._base + "/audio/speech", body,
+                                   self.headers(call.api_key), self._timeout)
+        return OpenAIAudioStream(response)
+
+    async def transcribe(self, call: TranscriptionCall) -> TranscriptionReply:
+        """Send the form upstream while it is still arriving from the client."""
+        boundary = new_boundary()
+        body = encode_form(_with_model(call.form, call.upstream_model), boundary)
+        response = await self._post_stream("/audio/transcriptions", body,
+                                           f"multipart/form-data; boundary={boundary}", call.api_key)
+        return transcription_reply(await read_json(self.id, response))
+
+    async def _post_stream(self, path: str, body: AsyncIterator[bytes], content_type: str,
+                           api_key: str) -> aiohttp.ClientResponse:
+        """post_json's error handling for a body produced while it is sent."""
+        try:
+            response = await self._session.post(self._base + path, data=body, timeout=self._timeout,
+                                                headers=self.headers(api_key, content_type))
+        except asyncio.TimeoutError:
+            raise UpstreamError(504, f"{self.id} did not answer within {self._timeout.sock_read:g} s") from None
+        except aiohttp.ClientError as exc:
+            raise UpstreamError(502, f"{self.id} connection failed: {type(exc).__name__}") from None
+        if response.status >= 300:
+            raise await error_from(self.id, response)
+        return response
+
+    async def open_realtime(self, upstream_model: str, api_key: str = "",
+                            max_message_bytes: int = 4 * 1024 * 1024) -> aiohttp.ClientWebSocketResponse:
+        """The provider's realtime WebSocket for `upstream_model`; UpstreamError if it will not open."""
+        url = yarl.URL(f"{self._base}/realtime").with_query(model=upstream_model)
+        url = url.with_scheme("wss" if url.scheme in ("https", "wss") else "ws")
+        headers = {**self.headers(api_key, content_type=None), "OpenAI-Beta": "realtime=v1"}
+        # Once open, a session may idle as long as the client likes: no receive timeout.
+        idle = aiohttp.ClientWSTimeout(ws_receive=None, ws_close=10)
+        wait = self._timeout.sock_read  # ws_connect takes no ClientTimeout: bound the handshake here
+        try:
+            async with asyncio.timeout(wait):
+                return await self._session.ws_connect(url, headers=headers, max_msg_size=max_message_bytes,
+                                                      timeout=idle)
+        except aiohttp.WSServerHandshakeError as exc:
+            retry_after = exc.headers.get("Retry-After") if exc.headers else None
+            raise UpstreamError(exc.status, f"openai refused the realtime connection: status {exc.status}",
+                                retry_after=retry_after) from None
+        except asyncio.TimeoutError:
+            raise UpstreamError(504, f"openai did not open the realtime connection in {wait:g} s") from None
+        except aiohttp.ClientError as exc:
+            raise UpstreamError(502, f"openai realtime connection failed: {type(exc).__name__}") from None

@@ -1,0 +1,103 @@
+"""POST /v1/audio/speech: the audio is relayed to the client as the provider produces it.
+
+Billing: the provider prices speech per input character (catalogue `pricing.prompt`, USD per
+character; the count is recorded as prompt_tokens). A stream that completes is charged after
+its last byte; a client that leaves mid-way is charged too (status 499), as the provider bills
+the whole input it accepted. A provider failure before the first byte is an ordinary gateway
+error; one after it cuts the client's connection (so the audio cannot pass for complete).
+Neither is charged.
+"""
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Annotated, Literal
+
+import msgspec
+from aiohttp import web
+
+from gateway import media
+from gateway.billing import Usage, token_cost
+from gateway.catalogue import Resolved
+from gateway.charges import admit, record
+from gateway.errors import UpstreamError
+from gateway.providers.base import AudioStream, SpeechCall
+from gateway.services import Caller, Services
+
+ROUTE = "/v1/audio/speech"
+BODY_BYTES = 1024 * 1024
+MAX_INPUT_CHARS = 4096
+
+
+class SpeechRequest(msgspec.Struct):
+    """The fields the gateway acts on; every other field passes through to upstream."""
+
+    model: str
+    input: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_INPUT_CHARS)]
+    voice: Annotated[str, msgspec.Meta(min_length=1)] | dict[str, str]
+    response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"
+    speed: Annotated[float, msgspec.Meta(ge=0.25, le=4.0)] = 1.0
+    instructions: str | None = None
+    stream_format: Literal["audio"] = "audio"  # raw audio bytes; SSE-wrapped audio is not relayed
+
+
+async def open_speech(services: Services, caller: Caller, body: dict, request: SpeechRequest) -> "SpeechRelay":
+    """Start the synthesis and wait for its first bytes; failures until then are gateway errors."""
+    model = media.resolve(services, request.model, "speech")
+    api_key = await admit(services, caller, model.provider_id)
+    call = SpeechCall(caller.request_id, model.upstream_model, body, api_key)
+    upstream = None
+    try:
+        upstream = await media.provider_of(services, model).open_speech(call)
+        chunks = aiter(upstream)
+        first = await anext(chunks, b"")
+    except UpstreamError as exc:
+        if upstream is not None:
+            await upstream.aclose()
+        raise await media.failed(services, caller, ROUTE, model, request.model, exc, stream=True) from None
+    return SpeechRelay(services, caller, request, model, upstream, chunks, first, byok=bool(api_key))
+
+
+class SpeechRelay:
+    def __init__(self, services: Services, caller: Caller, request: SpeechRequest, model: Resolved,
+                 upstream: AudioStream, chunks: AsyncIterator[bytes], first: bytes, byok: bool) -> None:
+        self.services, self.caller, self.request, self.model = services, caller, request, model
+        self.upstream, self.chunks, self.first, self.byok = upstream, chunks, first, byok
+
+    async def send(self, http_request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": self.upstream.content_type,
+                                               "Cache-Control": "no-cache"})
+        await response.prepare(http_request)
+        try:
+            await self._relay(response)
+        except UpstreamError as exc:
+            await media.failed(self.services, self.caller, ROUTE, self.model, self.request.model, exc,
+                               stream=True)
+            _cut(http_request)
+            return response
+        except (ConnectionError, asyncio.CancelledError):
+            await asyncio.shield(self._bill(499))  # the client went away
+            raise
+        finally:
+            await self.upstream.aclose()
+        await self._bill(200)
+        await response.write_eof()
+        return response
+
+    async def _relay(self, response: web.StreamResponse) -> None:
+        if self.first:
+            await response.write(self.first)
+        async for chunk in self.chunks:
+            await response.write(chunk)
+
+    async def _bill(self, status: int) -> None:
+        usage = Usage(len(self.request.input))  # characters, the unit the price is per
+        cost = token_cost(usage, self.model.prices.prompt, self.model.prices.completion,
+                          self.services.config.billing.usd_to_inr)
+        outcome = media.outcome(ROUTE, self.model, status, usage, cost, byok=self.byok, stream=True)
+        await record(self.services, self.caller, outcome, {"request": self.request.input})
+
+
+def _cut(http_request: web.Request) -> None:
+    """Abort the client's connection: a chunked response that never ends shows it is incomplete."""
+    if http_request.transport is not None:
+        http_request.transport.abort()

@@ -1,0 +1,77 @@
+"""POST /v1/embeddings (spec 2.4, 4.4): validate, call the provider once, bill the prompt tokens.
+
+Upstream is always asked for floats; the gateway itself produces the base64 form (little-endian
+float32) when the client asks for it, so both forms of a vector agree exactly.
+"""
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from gateway import float32, media
+from gateway.billing import Cost, Usage, token_cost
+from gateway.charges import admit, record
+from gateway.errors import UpstreamError, bad_request
+from gateway.providers.base import EmbeddingCall
+from gateway.services import Caller, Services
+
+ROUTE = "/v1/embeddings"
+BODY_BYTES = 8 * 1024 * 1024
+MAX_INPUTS = 2048  # OpenAI's limit on the inputs of one request
+
+Input = str | list[str | int | list[int]]
+
+
+class EmbeddingRequest(msgspec.Struct):
+    """The fields the gateway acts on; every other field passes through to upstream."""
+
+    model: str
+    input: Input
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: Annotated[int, msgspec.Meta(gt=0)] | None = None
+
+
+def inputs_of(value: Input) -> list[str | list[int]]:
+    """The separate inputs: one text, a list of texts, one token array, or a list of them.
+    400 naming `input` when it is empty, holds an empty item, or mixes the forms."""
+    if isinstance(value, str):
+        items: list = [value]
+    elif value and all(isinstance(item, int) for item in value):
+        items = [value]  # one pre-tokenized input
+    else:
+        items = list(value)
+    if not items or any(isinstance(item, int) or len(item) == 0 for item in items):
+        raise bad_request("input must be a non-empty string, a list of non-empty strings, or token"
+                          " arrays", "input")
+    if len(items) > MAX_INPUTS:
+        raise bad_request(f"input holds {len(items)} items; at most {MAX_INPUTS}", "input")
+    return items
+
+
+def embeddings_body(request_id: str, model: str, vectors: list[list[float]], encoding_format: str,
+                    usage: Usage, cost: Cost) -> dict:
+    """The list object of spec 2.4, each vector in the form the client asked for."""
+    encode = float32.encode if encoding_format == "base64" else (lambda vector: vector)
+    data = [{"object": "embedding", "embedding": encode(vector), "index": index}
+            for index, vector in enumerate(vectors)]
+    return {"id": request_id, "object": "list", "data": data, "model": model,
+            "usage": {"prompt_tokens": usage.prompt_tokens, "total_tokens": usage.total_tokens,
+                      **media.cost_fields(cost)}}
+
+
+async def create(services: Services, caller: Caller, body: dict, request: EmbeddingRequest) -> dict:
+    """One embeddings request, billed on the prompt tokens upstream reports."""
+    model = media.resolve(services, request.model, "embedding")
+    inputs_of(request.input)
+    api_key = await admit(services, caller, model.provider_id)
+    call = EmbeddingCall(caller.request_id, model.upstream_model, body, api_key)
+    try:
+        reply = await media.provider_of(services, model).embed(call)
+    except UpstreamError as exc:
+        raise await media.failed(services, caller, ROUTE, model, request.model, exc) from None
+    usage = Usage(reply.prompt_tokens)
+    cost = token_cost(usage, model.prices.prompt, model.prices.completion, services.config.billing.usd_to_inr)
+    await record(services, caller, media.outcome(ROUTE, model, 200, usage, cost, byok=bool(api_key)),
+                 {"request": request.input})
+    return embeddings_body(caller.request_id, model.model_id, reply.vectors, request.encoding_format,
+                           usage, cost)

@@ -1,0 +1,208 @@
+"""Realtime: the client's WebSocket relayed to the provider's, both ways, billed from response.done.
+
+Messages are relayed one by one as they arrive, text and binary alike, never buffered or
+rewritten. The gateway reads only the usage of each `response.done` event the provider sends.
+The session is recorded once, when it ends, as one request charged for the usage summed over all
+its responses; also when the client vanishes mid-response (usage the provider never reported,
+of a response cut short, is not estimated). When either side closes, the other is closed too.
+"""
+
+import asyncio
+from typing import Protocol, runtime_checkable
+
+import aiohttp
+import msgspec
+import structlog
+from aiohttp import WSCloseCode, WSMsgType, web
+
+from gateway.billing import Usage
+from gateway.catalogue import Resolved, UnknownModel
+from gateway.charges import Outcome, admit, record
+from gateway.chat import chat_cost
+from gateway.errors import ApiError, UpstreamError, bad_request
+from gateway.middleware import KEY_SUBPROTOCOL
+from gateway.services import Caller, Services
+
+ROUTE = "/v1/realtime"
+PROTOCOL = "realtime"  # the subprotocol the handshake selects (never the key's)
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # audio appends are large; OpenAI accepts events up to 15 MiB
+CLOSE_REASON_BYTES = 123  # the most a close frame's reason may hold
+DONE_MARKER = '"response.done"'
+RELAYED = (WSMsgType.TEXT, WSMsgType.BINARY)
+
+log = structlog.get_logger("gateway.realtime")
+
+
+@runtime_checkable
+class RealtimeProvider(Protocol):
+    async def open_realtime(self, upstream_model: str, api_key: str = "",
+                            max_message_bytes: int = ...) -> aiohttp.ClientWebSocketResponse:
+        """The provider's realtime WebSocket; raises UpstreamError if it will not open."""
+
+
+class _InputDetails(msgspec.Struct):
+    cached_tokens: int = 0
+
+
+class _ReportedUsage(msgspec.Struct):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    input_token_details: _InputDetails | None = None
+
+
+class _Response(msgspec.Struct):
+    usage: _ReportedUsage | None = None
+
+
+class _ServerEvent(msgspec.Struct):
+    """The part of a server event billing reads; every other field is skipped unparsed."""
+
+    type: str = ""
+    response: _Response | None = None
+
+
+_EVENT = msgspec.json.Decoder(_ServerEvent)
+
+
+def reported_usage(text: str) -> Usage | None:
+    """The usage a `response.done` event reports; None for any other event."""
+    if DONE_MARKER not in text:  # most events are deltas: skip them without decoding
+        return None
+    try:
+        event = _EVENT.decode(text)
+    except msgspec.DecodeError as exc:  # ValidationError included; relayed all the same
+        log.warning("realtime_event_unreadable", error=str(exc))
+        return None
+    if event.type != "response.done" or event.response is None or event.response.usage is None:
+        return None
+    usage = event.response.usage
+    cached = usage.input_token_details.cached_tokens if usage.input_token_details else 0
+    return Usage(usage.input_tokens, usage.output_tokens, cached)
+
+
+def added(total: Usage, more: Usage) -> Usage:
+    return Usage(total.prompt_tokens + more.prompt_tokens, total.completion_tokens + more.completion_tokens,
+                 total.cached_prompt_tokens + more.cached_prompt_tokens,
+                 total.cache_write_tokens + more.cache_write_tokens)
+
+
+def close_code(message: aiohttp.WSMessage, lost: int) -> int:
+    """The code to close the other side with, after `message` ended this side: a peer's
+    deliberate code as it is, `lost` when the connection broke without a close frame."""
+    if message.type is WSMsgType.CLOSE:
+        code = message.data
+        deliberate = code in (WSCloseCode.OK, WSCloseCode.GOING_AWAY) or 3000 <= code <= 4999
+        return code if deliberate else WSCloseCode.OK
+    return WSCloseCode.OK if message.type is WSMsgType.CLOSING else lost
+
+
+def close_reason(message: aiohttp.WSMessage) -> bytes:
+    reason = message.extra if message.type is WSMsgType.CLOSE and isinstance(message.extra, str) else ""
+    return reason.encode()[:CLOSE_REASON_BYTES]
+
+
+def offered_protocols(header: str) -> list[str]:
+    return [protocol.strip() for protocol in header.split(",") if protocol.strip()]
+
+
+def check_handshake(request: web.Request) -> None:
+    """400 before anything is opened for a request that is not a WebSocket upgrade, or whose
+    browser-style key subprotocol comes without `realtime` (aiohttp logs the offered protocols
+    when none is selected, and the key must never reach a log)."""
+    offered = offered_protocols(request.headers.get("Sec-WebSocket-Protocol", ""))
+    if PROTOCOL not in offered and any(p.startswith(KEY_SUBPROTOCOL) for p in offered):
+        raise bad_request(f"offer the {PROTOCOL!r} subprotocol along with the key subprotocol",
+                          "Sec-WebSocket-Protocol")
+    if not web.WebSocketResponse(protocols=(PROTOCOL,)).can_prepare(request).ok:
+        raise bad_request("GET /v1/realtime is a WebSocket: send an Upgrade request")
+
+
+def resolve_realtime_model(services: Services, model: str) -> Resolved:
+    """The catalogue entry for a realtime model; 400 for anything else."""
+    if not model:
+        raise bad_request("the model query parameter is required: GET /v1/realtime?model=<model>", "model")
+    try:
+        resolved = services.catalogue.resolve(model)
+    except UnknownModel:
+        raise bad_request(f"unknown model {model!r}; GET /v1/models lists the models", "model") from None
+    if resolved.kind != "realtime":
+        raise bad_request(f"model {model!r} is a {resolved.kind} model, not a realtime model", "model")
+    if not isinstance(services.providers.get(resolved.provider_id), RealtimeProvider):
+        raise ApiError(501, f"provider {resolved.provider_id!r} of model {model!r} has no realtime API"
+                            " in this gateway yet", type="not_implemented")
+    return resolved
+
+
+async def open_session(services: Services, caller: Caller, model_id: str) -> "RealtimeSession":
+    """Resolve, admit (402 without credit or own key) and open the provider's WebSocket; a
+    provider that refuses is the client's error response, recorded and not charged."""
+    model = resolve_realtime_model(services, model_id)
+    api_key = await admit(services, caller, model.provider_id)
+    provider: RealtimeProvider = services.providers[model.provider_id]
+    try:
+        upstream = await provider.open_realtime(model.upstream_model, api_key, MAX_MESSAGE_BYTES)
+    except UpstreamError as exc:
+        await record(services, caller, Outcome(route=ROUTE, model=model.model_id, provider=model.provider_id,
+                                               status=exc.client_status(), stream=True, error=exc.message))
+        raise exc.to_api_error(model.provider_id, model_id) from None
+    return RealtimeSession(services, caller, model, upstream, byok=bool(api_key))
+
+
+class RealtimeSession:
+    """One client WebSocket and its provider WebSocket, pumped both ways until either closes."""
+
+    def __init__(self, services: Services, caller: Caller, model: Resolved,
+                 upstream: aiohttp.ClientWebSocketResponse, byok: bool) -> None:
+        self.services, self.caller, self.model = services, caller, model
+        self.upstream, self.byok = upstream, byok
+        self.usage, self.upgraded, self.error = Usage(), False, ""
+
+    async def run(self, request: web.Request) -> web.WebSocketResponse:
+        client = web.WebSocketResponse(protocols=(PROTOCOL,), max_msg_size=MAX_MESSAGE_BYTES)
+        try:
+            await client.prepare(request)
+            self.upgraded = True
+            async with asyncio.TaskGroup() as pumps:
+                pumps.create_task(self._pump(client, self.upstream, lost=WSCloseCode.GOING_AWAY))
+                pumps.create_task(self._pump(self.upstream, client, lost=WSCloseCode.INTERNAL_ERROR))
+        finally:  # also when the handler is cancelled because the client vanished
+            await asyncio.shield(self._end(client))
+        return client
+
+    async def _pump(self, source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
+                    sink: web.WebSocketResponse | aiohttp.ClientWebSocketResponse, lost: int) -> None:
+        """Relay `source`'s messages to `sink` as they arrive; when `source` ends, close `sink`."""
+        message = await source.receive()
+        while message.type in RELAYED:
+            if source is self.upstream and message.type is WSMsgType.TEXT:
+                self._bill(message.data)
+            try:
+                if message.type is WSMsgType.TEXT:
+                    await sink.send_str(message.data)
+                else:
+                    await sink.send_bytes(message.data)
+            except ConnectionError:
+                return  # `sink` is gone; the other pump sees it end and closes `source`
+            message = await source.receive()
+        if source is self.upstream and message.type not in (WSMsgType.CLOSE, WSMsgType.CLOSING):
+            self.error = "the provider's realtime connection broke off"
+        await sink.close(code=close_code(message, lost), message=close_reason(message))
+
+    def _bill(self, text: str) -> None:
+        if (usage := reported_usage(text)) is not None:
+            self.usage = added(self.usage, usage)
+
+    async def _end(self, client: web.WebSocketResponse) -> None:
+        """Record the session (first: a slow close must not delay the charge), close both sides."""
+        await self._record()
+        await self.upstream.close()
+        if client.prepared:
+            await client.close(code=WSCloseCode.GOING_AWAY)
+
+    async def _record(self) -> None:
+        model, usage = self.model, self.usage
+        outcome = Outcome(route=ROUTE, model=model.model_id, provider=model.provider_id,
+                          status=200 if self.upgraded else 499, stream=True, usage=usage,
+                          cost=chat_cost(self.services, model, usage), charged=not self.byok,
+                          error=self.error)
+        await record(self.services, self.caller, outcome)

@@ -1,0 +1,215 @@
+"""A client's multipart upload, passed on as it arrives, and the multipart encoding for upstream.
+
+The text fields are read up to the file part. When the model was among them the file is
+streamed straight on to the provider and the fields after it follow it; when the file
+comes first it is spooled (in memory while small, on disk beyond SPOOL_MEMORY_BYTES) so
+the model is known before anything is sent. Either way the file is never held whole in
+memory, its bytes are counted as they pass, and past MAX_FILE_BYTES the upload is refused
+with 413.
+"""
+
+import secrets
+import tempfile
+from collections.abc import AsyncIterator, Callable
+
+import aiohttp
+from aiohttp import BodyPartReader, MultipartReader, web
+
+from gateway.errors import ApiError, bad_request
+from gateway.providers.base import FilePart, FormField
+
+MAX_FILE_BYTES = 25 * 1024 * 1024  # OpenAI's limit for an audio file
+FORM_OVERHEAD_BYTES = 256 * 1024  # the text fields and part headers around the file
+MAX_FIELD_BYTES = 64 * 1024
+CHUNK_BYTES = 64 * 1024
+SPOOL_MEMORY_BYTES = 1024 * 1024
+FILE_FIELD = "file"
+
+FieldCheck = Callable[[str, str], str]  # validates a field; returns the value to send upstream
+
+
+def too_large() -> ApiError:
+    return ApiError(413, f"the audio file is larger than {MAX_FILE_BYTES} bytes (25 MB)",
+                    type="request_too_large", param=FILE_FIELD)
+
+
+def broken_upload(exc: BaseException) -> ApiError:
+    return bad_request(f"the multipart upload could not be read: {type(exc).__name__}", FILE_FIELD)
+
+
+def declared_too_large(request: web.BaseRequest) -> bool:
+    return request.content_length is not None and request.content_length > MAX_FILE_BYTES + FORM_OVERHEAD_BYTES
+
+
+async def expect_continue(request: web.Request) -> None:
+    """`Expect: 100-continue` (curl sends it for large uploads): invite the body only when its
+    declared length is acceptable; otherwise the handler answers 413 before it is sent."""
+    expect = request.headers.get("Expect", "").lower()
+    invited = expect == "100-continue" and request.version == aiohttp.HttpVersion11
+    if invited and not declared_too_large(request):
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # as aiohttp's own handler: the response has not begun
+
+
+async def open_form(request: web.Request) -> "Form":
+    """The request's multipart form, refused at once when its declared length is too large."""
+    if declared_too_large(request):
+        raise too_large()
+    if request.content_type != "multipart/form-data":
+        raise bad_request("send multipart/form-data with the parts `file` and `model`", FILE_FIELD)
+    try:
+        return Form(await request.multipart())
+    except (ValueError, KeyError, AssertionError) as exc:  # no or a malformed boundary
+        raise broken_upload(exc) from None
+
+
+async def read_field(part: BodyPartReader) -> str:
+    data = bytearray()
+    while chunk := await part.read_chunk(8192):
+        data += chunk
+        if len(data) > MAX_FIELD_BYTES:
+            raise bad_request(f"form field {part.name!r} is longer than {MAX_FIELD_BYTES} bytes", part.name)
+    try:
+        return data.decode(part.get_charset("utf-8"))
+    except (UnicodeDecodeError, LookupError):
+        raise bad_request(f"form field {part.name!r} is not UTF-8 text", part.name) from None
+
+
+class Form:
+    """The form as it arrives; `fields` grows as parts are read, `failure` names what went
+    wrong on the client's side while the form was being streamed upstream."""
+
+    def __init__(self, reader: MultipartReader, limit: int = MAX_FILE_BYTES) -> None:
+        self.fields: list[tuple[str, str]] = []
+        self.failure: ApiError | None = None
+        self.file_bytes = 0
+        self._reader, self._limit = reader, limit
+        self._file: BodyPartReader | None = None  # the file part, while it is to be streamed on
+        self._spool: tempfile.SpooledTemporaryFile | None = None
+        self._filename, self._content_type = "", ""
+
+    def value(self, name: str) -> str | None:
+        """The last value of field `name` read so far."""
+        return next((value for field, value in reversed(self.fields) if field == name), None)
+
+    @property
+    def has_file(self) -> bool:
+        return self._file is not None or self._spool is not None
+
+    async def read_head(self) -> None:
+        """Read the fields before the file; without a model among them, spool the file and
+        read the rest of the form too."""
+        try:
+            self._file = await self._fields_until_file()
+            if self._file is not None and self.value("model") is None:
+                await self._spool_file()
+                await self._trailing_fields()
+        except (aiohttp.ClientError, ConnectionError, ValueError) as exc:
+            raise broken_upload(exc) from None
+
+    async def parts(self, check: FieldCheck) -> AsyncIterator[FormField | FilePart]:
+        """The form for upstream: the fields read so far, the file, then the fields after it,
+        each value through `check`. Failures are kept in `failure` before they propagate."""
+        try:
+            for name, value in list(self.fields):
+                yield FormField(name, check(name, value))
+            if self.has_file:
+                yield FilePart(self._filename, self._content_type, self._file_chunks())
+            async for name, value in self._read_trailing():
+                yield FormField(name, check(name, value))
+        except ApiError as exc:
+            self.failure = exc
+            raise
+
+    def close(self) -> None:
+        if self._spool is not None:
+            self._spool.close()
+
+    async def _fields_until_file(self) -> BodyPartReader | None:
+        while (part := await self._reader.next()) is not None:
+            if not isinstance(part, BodyPartReader):
+                raise bad_request("nested multipart parts are not supported", FILE_FIELD)
+            if part.name == FILE_FIELD:
+                self._filename = part.filename or FILE_FIELD
+                self._content_type = part.headers.get("Content-Type", "application/octet-stream")
+                return part
+            self.fields.append((part.name or "", await read_field(part)))
+        return None
+
+    async def _trailing_fields(self) -> None:
+        if await self._fields_until_file() is not None:
+            raise bad_request("the form holds more than one file", FILE_FIELD)
+
+    async def _read_trailing(self) -> AsyncIterator[tuple[str, str]]:
+        """The fields after a streamed file, as they are read (none after a spooled one)."""
+        if self._spool is not None:
+            return
+        known = len(self.fields)
+        try:
+            await self._trailing_fields()
+        except (aiohttp.ClientError, ConnectionError, ValueError) as exc:
+            raise broken_upload(exc) from None
+        for name, value in self.fields[known:]:
+            yield name, value
+
+    async def _counted(self, part: BodyPartReader) -> AsyncIterator[bytes]:
+        while chunk := await part.read_chunk(CHUNK_BYTES):
+            self.file_bytes += len(chunk)
+            if self.file_bytes > self._limit:
+                raise too_large()
+            yield chunk
+
+    async def _spool_file(self) -> None:
+        self._spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES)
+        async for chunk in self._counted(self._file):
+            self._spool.write(chunk)
+        self._file = None
+
+    async def _file_chunks(self) -> AsyncIterator[bytes]:
+        """The file's bytes, from the spool or straight from the client."""
+        try:
+            if self._spool is not None:
+                self._spool.seek(0)
+                while chunk := self._spool.read(CHUNK_BYTES):
+                    yield chunk
+                return
+            async for chunk in self._counted(self._file):
+                yield chunk
+        except ApiError as exc:
+            self.failure = exc
+            raise
+        except (aiohttp.ClientError, ConnectionError, ValueError) as exc:
+            self.failure = broken_upload(exc)
+            raise self.failure from None
+
+
+async def encode_form(parts: AsyncIterator[FormField | FilePart], boundary: str) -> AsyncIterator[bytes]:
+    """`parts` as a multipart/form-data body with `boundary`, produced as the parts arrive."""
+    async for part in parts:
+        if isinstance(part, FormField):
+            yield _part_head(boundary, part.name) + part.value.encode() + b"\r\n"
+            continue
+        yield _part_head(boundary, FILE_FIELD, part.filename, part.content_type)
+        async for chunk in part.chunks:
+            yield chunk
+        yield b"\r\n"
+    yield f"--{boundary}--\r\n".encode()
+
+
+def new_boundary() -> str:
+    return f"gateway-{secrets.token_hex(16)}"
+
+
+def _part_head(boundary: str, name: str, filename: str | None = None, content_type: str = "") -> bytes:
+    disposition = f'form-data; name="{_quoted(name)}"'
+    if filename is not None:
+        disposition += f'; filename="{_quoted(filename)}"'
+    lines = [f"--{boundary}", f"Content-Disposition: {disposition}"]
+    if content_type:
+        lines.append(f"Content-Type: {content_type}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def _quoted(text: str) -> str:
+    """A header parameter value as browsers write it: quote and line breaks percent-encoded."""
+    return text.replace('"', "%22").replace("\r", "%0D").replace("\n", "%0A")
