@@ -7,7 +7,7 @@ import msgspec
 from aiohttp import web
 from redis.asyncio import Redis
 
-from gateway import providers
+from gateway import providers, realtime
 from gateway.catalogue import Catalogue
 from gateway.config import Config
 from gateway.directory import Directory
@@ -44,6 +44,8 @@ def create_app(config: Config) -> web.Application:
     app = web.Application(middlewares=[observe, authenticate], client_max_size=MAX_BODY_BYTES)  # per-route limits in handlers
     app[CONFIG] = config
     app.on_response_prepare.append(add_request_id)
+    app[realtime.SESSIONS] = set()
+    app.on_shutdown.append(realtime.end_sessions)
     app.cleanup_ctx.extend([ledger_ctx, upstream_ctx, redis_ctx, storage_ctx, services_ctx])
     setup_routes(app)
     return app

@@ -148,6 +148,16 @@ async def open_session(services: Services, caller: Caller, model_id: str) -> "Re
     return RealtimeSession(services, caller, model, upstream, byok=bool(api_key))
 
 
+# The sessions open in this process, so a shutdown can end each one (and record its charge)
+# while the ledger is still open, rather than waiting out aiohttp's shutdown timeout.
+SESSIONS = web.AppKey("realtime_sessions", set)
+
+
+async def end_sessions(app: web.Application) -> None:
+    """on_shutdown: close every open session with 1001 (going away); each records as it ends."""
+    await asyncio.gather(*(session.going_away() for session in list(app[SESSIONS])))
+
+
 class RealtimeSession:
     """One client WebSocket and its provider WebSocket, pumped both ways until either closes."""
 
@@ -156,9 +166,11 @@ class RealtimeSession:
         self.services, self.caller, self.model = services, caller, model
         self.upstream, self.byok = upstream, byok
         self.usage, self.upgraded, self.error = Usage(), False, ""
+        self.client = web.WebSocketResponse(protocols=(PROTOCOL,), max_msg_size=MAX_MESSAGE_BYTES)
 
     async def run(self, request: web.Request) -> web.WebSocketResponse:
-        client = web.WebSocketResponse(protocols=(PROTOCOL,), max_msg_size=MAX_MESSAGE_BYTES)
+        client, sessions = self.client, request.app[SESSIONS]
+        sessions.add(self)
         try:
             await client.prepare(request)
             self.upgraded = True
@@ -166,8 +178,13 @@ class RealtimeSession:
                 pumps.create_task(self._pump(client, self.upstream, lost=WSCloseCode.GOING_AWAY))
                 pumps.create_task(self._pump(self.upstream, client, lost=WSCloseCode.INTERNAL_ERROR))
         finally:  # also when the handler is cancelled because the client vanished
+            sessions.discard(self)
             await asyncio.shield(self._end(client))
         return client
+
+    async def going_away(self) -> None:
+        """End the session from the server's side: the pumps see the close and finish."""
+        await self.upstream.close(code=WSCloseCode.GOING_AWAY)
 
     async def _pump(self, source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
                     sink: web.WebSocketResponse | aiohttp.ClientWebSocketResponse, lost: int) -> None:

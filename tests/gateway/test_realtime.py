@@ -15,7 +15,9 @@ from gateway import admin
 from gateway.billing import Usage
 from gateway.realtime import close_code, reported_usage
 from gateway.sealing import Sealer
+from ledger.events import RequestCompleted
 from ledger.money import from_nano
+from ledger.sqlite import SQLiteRecorder
 from simulator.textgen import completion_text
 from support import PROVIDER_KEY, auth, chat_body, decimal_json, poll, request_events, upstream_requests
 
@@ -140,6 +142,22 @@ async def test_two_responses_are_billed_once_as_their_summed_usage(gateway, org)
     assert (event.prompt_tokens, event.completion_tokens) == (42, 19)
     assert from_nano(event.charged_inr_nano) == inr(42, 19, cached=10)
     assert await gateway.balance(org["org_id"]) == 100 - inr(42, 19, cached=10)
+
+
+async def test_a_server_shutting_down_ends_open_sessions_and_records_their_charge(gateway, org, config):
+    ws = await text_session(gateway, org["api_key"])
+    usage = (await say(ws, "one two three"))[-1]["response"]["usage"]
+    await gateway.server.close()  # on_shutdown, then the ledger closes
+    assert (await ws.receive()).type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+    reopened = SQLiteRecorder.from_url(config.ledger.url)
+    await reopened.open()
+    try:
+        [event] = [r.event for r in await reopened.read() if isinstance(r.event, RequestCompleted)]
+    finally:
+        await reopened.close()
+    assert (event.route, event.prompt_tokens, event.completion_tokens) == (
+        "/v1/realtime", usage["input_tokens"], usage["output_tokens"])
+    assert event.charged_inr_nano > 0
 
 
 async def test_binary_frames_are_relayed_both_ways(gateway, org, simulator):
