@@ -1,6 +1,7 @@
 """The HTTP plumbing adapters share: one pooled session, errors turned into UpstreamError."""
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import aiohttp
 
@@ -17,9 +18,16 @@ def timeout_for(config: ProviderConfig) -> aiohttp.ClientTimeout:
 
 async def post_json(session: aiohttp.ClientSession, provider: str, url: str, body: dict,
                     headers: dict[str, str], timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
-    """POST `body`; return the open 200 response, or raise UpstreamError describing the failure."""
+    """POST `body` as JSON; the open 200 response, or UpstreamError describing the failure."""
+    return await post(session, provider, url, encode(body), headers, timeout)
+
+
+async def post(session: aiohttp.ClientSession, provider: str, url: str, data: bytes | AsyncIterator[bytes],
+               headers: dict[str, str], timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+    """POST `data` (bytes, or chunks produced while it is sent); the open 200 response, or
+    UpstreamError describing the failure."""
     try:
-        response = await session.post(url, data=encode(body), headers=headers, timeout=timeout)
+        response = await session.post(url, data=data, headers=headers, timeout=timeout)
     except asyncio.TimeoutError:
         raise UpstreamError(504, f"{provider} did not answer within {timeout.total or timeout.sock_read:g} s") from None
     except aiohttp.ClientError as exc:

@@ -15,7 +15,7 @@ from gateway.errors import UpstreamError
 from gateway.jsonio import loads
 from gateway.providers.base import ChatCall, ChatReply, Chunk, EmbeddingCall, EmbeddingReply, FilePart, \
     FormField, SpeechCall, TranscriptionCall, TranscriptionReply
-from gateway.providers.http import error_from, post_json, read_json, timeout_for
+from gateway.providers.http import post, post_json, read_json, timeout_for
 from gateway.upload import encode_form, new_boundary
 
 
@@ -170,17 +170,8 @@ class OpenAIProvider:
 
     async def _post_stream(self, path: str, body: AsyncIterator[bytes], content_type: str,
                            api_key: str) -> aiohttp.ClientResponse:
-        """post_json's error handling for a body produced while it is sent."""
-        try:
-            response = await self._session.post(self._base + path, data=body, timeout=self._timeout,
-                                                headers=self.headers(api_key, content_type))
-        except asyncio.TimeoutError:
-            raise UpstreamError(504, f"{self.id} did not answer within {self._timeout.sock_read:g} s") from None
-        except aiohttp.ClientError as exc:
-            raise UpstreamError(502, f"{self.id} connection failed: {type(exc).__name__}") from None
-        if response.status >= 300:
-            raise await error_from(self.id, response)
-        return response
+        return await post(self._session, self.id, self._base + path, body,
+                          self.headers(api_key, content_type), self._timeout)
 
     async def open_realtime(self, upstream_model: str, api_key: str = "",
                             max_message_bytes: int = 4 * 1024 * 1024) -> aiohttp.ClientWebSocketResponse:
