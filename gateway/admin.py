@@ -6,7 +6,7 @@ from gateway import keys
 from gateway.jsonio import number
 from gateway.sealing import Sealer, SealingError
 from ledger.events import (
-    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, OrgCreated, ProviderKeyRemoved, ProviderKeySet,
+    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, KeyLimitsSet, OrgCreated, ProviderKeyRemoved, ProviderKeySet,
     RetentionChanged,
 )
 from ledger.money import InvalidAmount, from_nano, parse_amount, to_nano
@@ -64,6 +64,18 @@ async def set_retention(recorder: Recorder, org_id: str, retention: str) -> dict
     await _require_org(recorder, org_id)
     await _append(recorder, Append(org_id, [RetentionChanged(retention=retention)]))
     return {"org_id": org_id, "retention": retention}
+
+
+async def set_key_limits(recorder: Recorder, key_id: str, requests_per_minute: int, tokens_per_minute: int) -> dict:
+    """A key's own rate limits per minute (0: unlimited), instead of the `[limits]` defaults."""
+    if requests_per_minute < 0 or tokens_per_minute < 0:
+        raise AdminError("limits must be 0 (unlimited) or positive")
+    rows = await recorder.fetch("SELECT org_id FROM api_keys WHERE key_id = ?", (key_id,))
+    if not rows:
+        raise AdminError(f"no key {key_id}")
+    await _append(recorder, Append(rows[0][0], [KeyLimitsSet(
+        key_id=key_id, requests_per_minute=requests_per_minute, tokens_per_minute=tokens_per_minute)]))
+    return {"key_id": key_id, "requests_per_minute": requests_per_minute, "tokens_per_minute": tokens_per_minute}
 
 
 async def set_provider_key(recorder: Recorder, sealer: Sealer, org_id: str, provider: str, key: str) -> dict:

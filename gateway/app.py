@@ -13,6 +13,7 @@ from gateway.config import Config
 from gateway.directory import Directory
 from gateway.handlers import MAX_BODY_BYTES, setup_routes
 from gateway.idempotency import IdempotencyKeys
+from gateway.limits import RateLimiter
 from gateway.middleware import add_request_id, authenticate, observe
 from gateway.provider_keys import ProviderKeys
 from gateway.sealing import Sealer
@@ -106,5 +107,6 @@ async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         ledger.directory, providers.build(config.providers, app[UPSTREAM]), app[REDIS], app[STORE],
         Signer(config.storage.signing_secret, config.storage.signed_url_ttl_s),
         IdempotencyKeys(ledger.recorder),
-        ProviderKeys(ledger.recorder, Sealer(config.secrets.master_key), ledger.directory))
+        ProviderKeys(ledger.recorder, Sealer(config.secrets.master_key), ledger.directory),
+        RateLimiter(app[REDIS]))
     yield

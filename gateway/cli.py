@@ -62,6 +62,10 @@ def _admin_parser(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     provider_key.add_argument("org_id")
     provider_key.add_argument("provider", choices=admin.PROVIDERS)
     provider_key.add_argument("key", help="the key, env:NAME to read a variable, or - for standard input")
+    limits = add("set-key-limits")
+    limits.add_argument("key_id")
+    limits.add_argument("--requests-per-minute", type=int, default=0, help="0: unlimited")
+    limits.add_argument("--tokens-per-minute", type=int, default=0, help="0: unlimited")
     removed = add("remove-provider-key")
     removed.add_argument("org_id")
     removed.add_argument("provider", choices=admin.PROVIDERS)
@@ -84,6 +88,8 @@ def admin_action(args: argparse.Namespace, config: Config) -> Callable[[Recorder
         case "set-provider-key":
             sealer, key = Sealer(config.secrets.master_key), _secret_argument(args.key)
             return lambda r: admin.set_provider_key(r, sealer, args.org_id, args.provider, key)
+        case "set-key-limits":
+            return lambda r: admin.set_key_limits(r, args.key_id, args.requests_per_minute, args.tokens_per_minute)
         case "remove-provider-key":
             return lambda r: admin.remove_provider_key(r, args.org_id, args.provider)
     raise AssertionError(args.action)

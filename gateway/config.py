@@ -72,6 +72,12 @@ class SweeperConfig(Section):
     interval_s: Annotated[float, msgspec.Meta(gt=0)] = 300.0
 
 
+class LimitsConfig(Section):
+    # Per-key defaults, per minute; 0: unlimited. A key's own limits (set-key-limits) win.
+    requests_per_minute: Annotated[int, msgspec.Meta(ge=0)] = 0
+    tokens_per_minute: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
 class RetentionConfig(Section):
     # Days logged text (prompts, lyrics, completions) is kept; 0 keeps it forever (spec rule 1).
     text_days: Annotated[int, msgspec.Meta(ge=0)] = 0
@@ -110,6 +116,7 @@ class Config(Section):
     music: MusicConfig = MusicConfig()
     sweeper: SweeperConfig = SweeperConfig()
     retention: RetentionConfig = RetentionConfig()
+    limits: LimitsConfig = LimitsConfig()
     secrets: SecretsConfig = SecretsConfig()
     providers: ProvidersConfig = ProvidersConfig()
     catalogue: CatalogueConfig = CatalogueConfig()

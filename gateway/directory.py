@@ -11,7 +11,7 @@ import msgspec
 from gateway import keys
 from ledger.events import (
     ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, HoldReleased, OrgCreated,
-    ProviderKeyRemoved, ProviderKeySet, RequestCompleted, RetentionChanged,
+    KeyLimitsSet, ProviderKeyRemoved, ProviderKeySet, RequestCompleted, RetentionChanged,
 )
 from ledger.recorder import Recorded, Recorder
 
@@ -46,12 +46,17 @@ class Directory:
         self._digests: dict[str, str] = {}  # key id -> digest, to revoke by id
         self._orgs: dict[str, OrgAccount] = {}
         self._provider_keys: dict[tuple[str, str], str] = {}  # (org, provider) -> fingerprint
+        self._key_limits: dict[str, tuple[int, int]] = {}  # key id -> (requests, tokens) per minute
 
     def authenticate(self, key: str) -> Principal | None:
         return self._keys.get(keys.digest(key))
 
     def account(self, org_id: str) -> OrgAccount | None:
         return self._orgs.get(org_id)
+
+    def key_limits(self, key_id: str) -> tuple[int, int] | None:
+        """A key's own (requests, tokens) per minute, if it was given any."""
+        return self._key_limits.get(key_id)
 
     def provider_key(self, org_id: str, provider: str) -> str | None:
         """The fingerprint of the organization's own key for `provider`, if it has one."""
@@ -78,6 +83,9 @@ class Directory:
                 self._digests[key_id] = key_hash
             case ProviderKeySet(provider=provider, fingerprint=fingerprint):
                 self._provider_keys[(org, provider)] = fingerprint
+            case KeyLimitsSet(key_id=key_id, requests_per_minute=rpm, tokens_per_minute=tpm):
+                if (principal := self._keys.get(self._digests.get(key_id, ""))) and principal.org_id == org:
+                    self._key_limits[key_id] = (rpm, tpm)
             case ProviderKeyRemoved(provider=provider):
                 self._provider_keys.pop((org, provider), None)
             case ApiKeyRevoked(key_id=key_id):
@@ -94,6 +102,9 @@ class Directory:
                 "SELECT org_id, retention, credits_inr_nano, spent_inr_nano, held_inr_nano FROM orgs"))
             self._load_keys(await recorder.fetch(
                 "SELECT key_id, org_id, key_hash, admin FROM api_keys WHERE revoked_at_us IS NULL"))
+            for key_id, rpm, tpm in await recorder.fetch(
+                    "SELECT key_id, requests_per_minute, tokens_per_minute FROM key_limits"):
+                self._key_limits[key_id] = (rpm, tpm)
             for org_id, provider, fingerprint in await recorder.fetch(
                     "SELECT org_id, provider, fingerprint FROM provider_keys"):
                 self._provider_keys[(org_id, provider)] = fingerprint

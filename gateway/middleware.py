@@ -71,6 +71,8 @@ async def authenticate(request: web.Request, handler) -> web.StreamResponse:
     principal = request.app[SERVICES].directory.authenticate(key)
     if principal is None:
         raise unauthorized("invalid or revoked API key")
+    services = request.app[SERVICES]
+    await services.limiter.admit(principal.key_id, services.limits_for(principal.key_id))
     request[CALLER] = Caller(principal, request[REQUEST_ID])
     request[LOG_FIELDS]["org_id"] = principal.org_id
     structlog.contextvars.bind_contextvars(org_id=principal.org_id)

@@ -9,6 +9,7 @@ from gateway.catalogue import Catalogue
 from gateway.config import Config
 from gateway.directory import Directory, Principal
 from gateway.idempotency import IdempotencyKeys
+from gateway.limits import Limits, RateLimiter
 from gateway.provider_keys import ProviderKeys
 from gateway.providers.base import Provider
 from gateway.signing import Signer
@@ -29,6 +30,13 @@ class Services(msgspec.Struct, frozen=True):
     signer: Signer | None = None
     idempotency: IdempotencyKeys | None = None
     provider_keys: ProviderKeys | None = None  # organizations' own provider keys (BYOK)
+    limiter: RateLimiter | None = None
+
+    def limits_for(self, key_id: str) -> Limits:
+        """The key's own rate limits, else the configured defaults."""
+        own = self.directory.key_limits(key_id)
+        return Limits(*own) if own else Limits(self.config.limits.requests_per_minute,
+                                               self.config.limits.tokens_per_minute)
 
 
 class Caller(msgspec.Struct, frozen=True):

@@ -119,9 +119,17 @@ class ProviderKeyRemoved(Event, tag="provider_key_removed"):
     provider: str
 
 
+class KeyLimitsSet(Event, tag="key_limits_set"):
+    """A key's own rate limits (0: unlimited), overriding the gateway's defaults."""
+
+    key_id: str
+    requests_per_minute: int = 0
+    tokens_per_minute: int = 0
+
+
 AnyEvent = (OrgCreated | ApiKeyCreated | ApiKeyRevoked | CreditsAdded | RetentionChanged
             | RequestCompleted | CreditsHeld | HoldReleased | MusicTrackRecorded | MediaExpired
-            | ProviderKeySet | ProviderKeyRemoved)
+            | ProviderKeySet | ProviderKeyRemoved | KeyLimitsSet)
 
 encode_event = msgspec.json.Encoder().encode
 decode_event = msgspec.json.Decoder(AnyEvent).decode

@@ -69,6 +69,8 @@ CREATE TABLE IF NOT EXISTS media_expired (
 CREATE TABLE IF NOT EXISTS provider_keys (
     org_id TEXT NOT NULL, provider TEXT NOT NULL, fingerprint TEXT NOT NULL, set_at_us {BIG},
     PRIMARY KEY (org_id, provider));
+CREATE TABLE IF NOT EXISTS key_limits (
+    key_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, requests_per_minute {BIG}, tokens_per_minute {BIG});
 CREATE INDEX IF NOT EXISTS request_log_by_org ON request_log (org_id, position);
 CREATE INDEX IF NOT EXISTS music_tracks_by_org ON music_tracks (org_id, position);
 CREATE INDEX IF NOT EXISTS music_tracks_hosted ON music_tracks (created_at_us)

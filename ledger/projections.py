@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from ledger.events import (
-    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, HoldReleased, MediaExpired,
+    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, HoldReleased, KeyLimitsSet, MediaExpired,
     MusicTrackRecorded, OrgCreated, ProviderKeyRemoved, ProviderKeySet, RequestCompleted,
     RetentionChanged,
 )
@@ -35,6 +35,7 @@ TABLES: dict[str, str] = {
     "idempotency_keys": "org_id, idempotency_key",
     "media_expired": "request_id",
     "provider_keys": "org_id, provider",
+    "key_limits": "key_id",
 }
 
 # What an org may still reserve: the credit not yet spent nor held.
@@ -62,6 +63,12 @@ SET_PROVIDER_KEY = (
     " ON CONFLICT (org_id, provider) DO UPDATE SET fingerprint = excluded.fingerprint,"
     " set_at_us = excluded.set_at_us")
 REMOVE_PROVIDER_KEY = "DELETE FROM provider_keys WHERE org_id = ? AND provider = ?"
+# Only a key of the stream's own org: one org can never change another's limits.
+SET_KEY_LIMITS = (
+    "INSERT INTO key_limits (key_id, org_id, requests_per_minute, tokens_per_minute)"
+    " SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM api_keys WHERE key_id = ? AND org_id = ?)"
+    " ON CONFLICT (key_id) DO UPDATE SET requests_per_minute = excluded.requests_per_minute,"
+    " tokens_per_minute = excluded.tokens_per_minute")
 SET_RETENTION = "UPDATE orgs SET retention = ? WHERE org_id = ?"
 ADD_CREDITS = "UPDATE orgs SET credits_inr_nano = credits_inr_nano + ? WHERE org_id = ?"
 ADD_SPEND = ("UPDATE orgs SET spent_inr_nano = spent_inr_nano + ?, requests = requests + 1"
@@ -105,6 +112,8 @@ def statements(recorded: Recorded) -> list[Statement]:
         # One phase for both, so a set and a removal in one batch keep their order.
         case ProviderKeySet(provider=provider, fingerprint=fingerprint):
             return [Statement(LOG, SET_PROVIDER_KEY, (org, provider, fingerprint, at))]
+        case KeyLimitsSet(key_id=key_id, requests_per_minute=rpm, tokens_per_minute=tpm):
+            return [Statement(UPDATE, SET_KEY_LIMITS, (key_id, org, rpm, tpm, key_id, org))]
         case ProviderKeyRemoved(provider=provider):
             return [Statement(LOG, REMOVE_PROVIDER_KEY, (org, provider))]
         case MediaExpired(request_id=request_id, object_key=key):

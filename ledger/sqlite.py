@@ -81,6 +81,8 @@ CREATE TABLE IF NOT EXISTS secrets (
                      " object_key TEXT NOT NULL, expired_at_us INTEGER NOT NULL",
     "provider_keys": "org_id TEXT NOT NULL, provider TEXT NOT NULL, fingerprint TEXT NOT NULL,"
                      " set_at_us INTEGER NOT NULL, PRIMARY KEY (org_id, provider)",
+    "key_limits": "key_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, requests_per_minute INTEGER NOT NULL,"
+                  " tokens_per_minute INTEGER NOT NULL",
 }.items()) + """
 CREATE INDEX IF NOT EXISTS request_log_by_org ON request_log (org_id, position);
 CREATE INDEX IF NOT EXISTS music_tracks_by_org ON music_tracks (org_id, position);

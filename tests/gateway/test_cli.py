@@ -429,3 +429,11 @@ async def test_workers_stop_when_their_supervisor_is_killed(cfg):
         while any(is_running(pid) for pid in workers) and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         assert not any(is_running(pid) for pid in workers)
+
+
+async def test_set_key_limits_prints_them_and_refuses_unknown_keys(cfg):
+    org = new_org(cfg)
+    assert ok("admin", "set-key-limits", org["key_id"], "--requests-per-minute", "60", "--config", cfg) == {
+        "key_id": org["key_id"], "requests_per_minute": 60, "tokens_per_minute": 0}
+    unknown = await run_cli_async("admin", "set-key-limits", "key_nope", "--config", cfg)
+    assert unknown.returncode == 1 and "no key key_nope" in unknown.stderr

@@ -16,7 +16,7 @@ import pytest
 
 from ledger import audit, projections
 from ledger.events import RequestCompleted, encode_event
-from ledger.events import ProviderKeyRemoved, ProviderKeySet
+from ledger.events import KeyLimitsSet, ProviderKeyRemoved, ProviderKeySet
 from ledger.recorder import (
     GENESIS_HASH, SCHEMA_VERSION, Append, AppendRejected, ConcurrencyError, CorruptEvent,
     InsufficientCredit, Recorder, SchemaOutOfDate, Secret, chain_hash,
@@ -570,3 +570,11 @@ class RecorderContract(abc.ABC):
             assert await checked.fetch("SELECT version FROM ledger_schema") == [(SCHEMA_VERSION,)]
         finally:
             await checked.close()
+
+    async def test_key_limits_are_projected_for_the_streams_own_keys_only(self, recorder):
+        await append_ok(recorder, unit("acme", org(), key("k1"), KeyLimitsSet(key_id="k1", requests_per_minute=5)))
+        await append_ok(recorder, unit("acme", KeyLimitsSet(key_id="k1", requests_per_minute=7, tokens_per_minute=90)))
+        await append_ok(recorder, unit("evil", org(), KeyLimitsSet(key_id="k1", requests_per_minute=1)))
+        assert await recorder.fetch("SELECT key_id, org_id, requests_per_minute, tokens_per_minute FROM key_limits") == [
+            ("k1", "acme", 7, 90)]
+        assert (await audit.verify(recorder))[1] == []

@@ -1,0 +1,81 @@
+"""Per-key rate limits: requests and tokens per minute, in fixed one-minute windows.
+
+With `[redis] url` the counters live in Redis, so every replica and worker shares them; without
+it they live in this process. Policy when Redis fails: fail OPEN (the request is served and a
+warning logged): a cache outage must not become an API outage, and billing never depends on
+Redis. A key's own limits (`gateway admin set-key-limits`) override the `[limits]` defaults;
+0 means unlimited.
+"""
+
+import time
+
+import msgspec
+import structlog
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from gateway.errors import ApiError
+
+WINDOW_S = 60
+log = structlog.get_logger("gateway.limits")
+
+
+class Limits(msgspec.Struct, frozen=True):
+    requests_per_minute: int = 0
+    tokens_per_minute: int = 0
+
+
+def window(now: float) -> tuple[int, int]:
+    """The current window's number and the seconds until the next one starts."""
+    number = int(now // WINDOW_S)
+    return number, max(1, int((number + 1) * WINDOW_S - now + 0.999))
+
+
+def too_many(what: str, limit: int, retry_after: int) -> ApiError:
+    return ApiError(429, f"rate limit reached: this key may make {limit} {what} per minute;"
+                         f" retry in {retry_after} s", type="rate_limit_exceeded",
+                    headers={"Retry-After": str(retry_after)})
+
+
+class RateLimiter:
+    def __init__(self, redis: Redis | None) -> None:
+        self._redis = redis
+        self._local: dict[str, int] = {}  # counter key -> count, this window (no Redis)
+        self._local_window = -1
+
+    async def admit(self, key_id: str, limits: Limits) -> None:
+        """Count one request; 429 if it passes the request limit or the window's tokens are spent."""
+        if not (limits.requests_per_minute or limits.tokens_per_minute):
+            return
+        number, retry_after = window(time.time())
+        requests, tokens = await self._count(key_id, number, requests=1, tokens=0)
+        if limits.requests_per_minute and requests > limits.requests_per_minute:
+            raise too_many("requests", limits.requests_per_minute, retry_after)
+        if limits.tokens_per_minute and tokens >= limits.tokens_per_minute:
+            raise too_many("tokens", limits.tokens_per_minute, retry_after)
+
+    async def spend(self, key_id: str, limits: Limits, tokens: int) -> None:
+        """Add a finished request's tokens to its key's window."""
+        if limits.tokens_per_minute and tokens:
+            await self._count(key_id, window(time.time())[0], requests=0, tokens=tokens)
+
+    async def _count(self, key_id: str, number: int, *, requests: int, tokens: int) -> tuple[int, int]:
+        names = (f"limits:{key_id}:{number}:requests", f"limits:{key_id}:{number}:tokens")
+        if self._redis is None:
+            return self._count_locally(names, number, requests, tokens)
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.incrby(names[0], requests).expire(names[0], 2 * WINDOW_S)
+                pipe.incrby(names[1], tokens).expire(names[1], 2 * WINDOW_S)
+                counted_requests, _, counted_tokens, _ = await pipe.execute()
+        except (RedisError, OSError) as exc:
+            log.warning("rate_limit_unavailable", error=type(exc).__name__)  # fail open, see above
+            return 0, 0
+        return counted_requests, counted_tokens
+
+    def _count_locally(self, names: tuple[str, str], number: int, requests: int, tokens: int) -> tuple[int, int]:
+        if number != self._local_window:
+            self._local, self._local_window = {}, number  # a new window: old counters are done
+        self._local[names[0]] = self._local.get(names[0], 0) + requests
+        self._local[names[1]] = self._local.get(names[1], 0) + tokens
+        return self._local[names[0]], self._local[names[1]]
