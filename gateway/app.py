@@ -19,7 +19,8 @@ from gateway.provider_keys import ProviderKeys
 from gateway.sealing import Sealer
 from gateway.services import Services
 from gateway.signing import Signer
-from gateway.state import SERVICES
+from gateway.metrics import Metrics
+from gateway.state import METRICS, SERVICES
 from ledger.backends import recorder_for
 from ledger.follower import LogFollower
 from ledger.recorder import Recorder
@@ -44,6 +45,7 @@ STORE = web.AppKey("store", ObjectStore | None)
 def create_app(config: Config) -> web.Application:
     app = web.Application(middlewares=[observe, authenticate], client_max_size=MAX_BODY_BYTES)  # per-route limits in handlers
     app[CONFIG] = config
+    app[METRICS] = Metrics(config.storage.retention_days)
     app.on_response_prepare.append(add_request_id)
     app[realtime.SESSIONS] = set()
     app.on_shutdown.append(realtime.end_sessions)
@@ -58,7 +60,8 @@ async def ledger_ctx(app: web.Application) -> AsyncIterator[None]:
     await recorder.open(migrate=app[CONFIG].ledger.migrate_on_start)
     directory = Directory()
     follower = LogFollower(recorder, directory.apply, after=await directory.load(recorder))
-    writer = GroupCommitWriter(recorder, on_commit=follower.applied_locally)
+    writer = GroupCommitWriter(recorder, on_commit=follower.applied_locally, on_batch=lambda size, seconds:
+                               app[METRICS].observe_batch(size, seconds, writer.backlog()[0]))
     writer.start()
     follower.start()
     app[LEDGER] = Ledger(recorder, writer, directory, follower)
@@ -71,7 +74,7 @@ async def ledger_ctx(app: web.Application) -> AsyncIterator[None]:
 async def upstream_ctx(app: web.Application) -> AsyncIterator[None]:
     """One pooled client session for every upstream call of this process."""
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300)
-    async with aiohttp.ClientSession(connector=connector) as session:
+    async with aiohttp.ClientSession(connector=connector, trace_configs=[app[METRICS].tracing()]) as session:
         app[UPSTREAM] = session
         yield
 
@@ -108,5 +111,5 @@ async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         Signer(config.storage.signing_secret, config.storage.signed_url_ttl_s),
         IdempotencyKeys(ledger.recorder),
         ProviderKeys(ledger.recorder, Sealer(config.secrets.master_key), ledger.directory),
-        RateLimiter(app[REDIS]))
+        RateLimiter(app[REDIS]), app[METRICS])
     yield

@@ -78,6 +78,8 @@ async def commit(services: Services, caller: Caller, events: list[Event],
         if isinstance(event, RequestCompleted):
             structlog.contextvars.bind_contextvars(  # for the request's canonical log line
                 model=event.model, provider=event.provider, cost_inr=str(from_nano(event.charged_inr_nano)))
+            services.metrics.observe_charge(event.model, event.provider, event.prompt_tokens,
+                                            event.completion_tokens, float(from_nano(event.charged_inr_nano)))
             key_id = caller.principal.key_id
             await services.limiter.spend(key_id, services.limits_for(key_id),
                                          event.prompt_tokens + event.completion_tokens)

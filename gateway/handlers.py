@@ -4,6 +4,7 @@ from typing import TypeVar
 
 import msgspec
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from gateway import (
     audio, chat, embeddings, health, messages, music, music_history, music_request, realtime,
@@ -11,7 +12,7 @@ from gateway import (
 )
 from gateway.errors import ApiError, bad_request
 from gateway.jsonio import encode, loads
-from gateway.state import CALLER, LOG_FIELDS, SERVICES
+from gateway.state import CALLER, LOG_FIELDS, METRICS, SERVICES
 from storage.objects import StorageError
 from storage.serving import serve_object
 
@@ -175,8 +176,15 @@ async def media(request: web.Request) -> web.StreamResponse:
         raise ApiError(502, f"object storage failed: {exc}", type="storage_error") from None
 
 
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus text format; every worker's samples summed (see gateway.metrics)."""
+    body = await request.app[METRICS].render(request.app[SERVICES].recorder)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
 def setup_routes(app: web.Application) -> None:
     app.router.add_get("/", health_check)
+    app.router.add_get("/metrics", metrics)
     app.router.add_get("/v1/models", list_models)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/messages", create_message)

@@ -8,7 +8,7 @@ from aiohttp import web
 from gateway.errors import ApiError, unauthorized
 from gateway.keys import new_id
 from gateway.services import Caller
-from gateway.state import CALLER, LOG_FIELDS, REQUEST_ID, SERVICES
+from gateway.state import CALLER, LOG_FIELDS, METRICS, REQUEST_ID, SERVICES
 
 log = structlog.get_logger("gateway.request")
 
@@ -32,8 +32,10 @@ async def observe(request: web.Request, handler) -> web.StreamResponse:
         status = response.status
         return response
     finally:
+        seconds = time.perf_counter() - started
+        request.app[METRICS].observe_request(request, status, seconds, request[LOG_FIELDS])
         log.info("request", method=request.method, route=request.path, status=status,
-                 latency_ms=round((time.perf_counter() - started) * 1000, 2), **request[LOG_FIELDS])
+                 latency_ms=round(seconds * 1000, 2), **request[LOG_FIELDS])
         structlog.contextvars.clear_contextvars()
 
 

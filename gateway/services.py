@@ -10,6 +10,7 @@ from gateway.config import Config
 from gateway.directory import Directory, Principal
 from gateway.idempotency import IdempotencyKeys
 from gateway.limits import Limits, RateLimiter
+from gateway.metrics import Metrics
 from gateway.provider_keys import ProviderKeys
 from gateway.providers.base import Provider
 from gateway.signing import Signer
@@ -31,6 +32,7 @@ class Services(msgspec.Struct, frozen=True):
     idempotency: IdempotencyKeys | None = None
     provider_keys: ProviderKeys | None = None  # organizations' own provider keys (BYOK)
     limiter: RateLimiter | None = None
+    metrics: Metrics | None = None
 
     def limits_for(self, key_id: str) -> Limits:
         """The key's own rate limits, else the configured defaults."""

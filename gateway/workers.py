@@ -8,11 +8,14 @@ worker failed, after stopping the others: a process manager restarts the whole g
 """
 
 import asyncio
+import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
 import signal
 import socket
+import tempfile
+from collections.abc import Iterator
 from multiprocessing.process import BaseProcess
 
 import msgspec
@@ -20,11 +23,32 @@ import structlog
 
 from gateway import logs, server
 from gateway.config import Config
+from gateway.metrics import MULTIPROCESS_DIR
 
 log = structlog.get_logger("gateway.workers")
 
 
 def run(config: Config, banner: str = "") -> int:
+    with _shared_metrics_dir():
+        return _run(config, banner)
+
+
+@contextlib.contextmanager
+def _shared_metrics_dir() -> Iterator[None]:
+    """One directory for every worker's metrics, so any worker's /metrics sums them all; one
+    the operator set is used as it is (and cleaned by them)."""
+    if os.environ.get(MULTIPROCESS_DIR):
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="gateway-metrics-") as directory:
+        os.environ[MULTIPROCESS_DIR] = directory  # inherited by the spawned workers
+        try:
+            yield
+        finally:
+            del os.environ[MULTIPROCESS_DIR]
+
+
+def _run(config: Config, banner: str) -> int:
     holder = _reserve(config.server.host, config.server.port)
     config = _on_port(config, holder.getsockname()[1])  # port 0 becomes one real port for all
     supervisor = Supervisor(config)

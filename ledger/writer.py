@@ -21,10 +21,12 @@ class WriterClosed(RuntimeError):
 
 class GroupCommitWriter:
     def __init__(self, recorder: Recorder, *, max_batch: int = 2000,
-                 on_commit: Callable[[Sequence[Recorded]], None] | None = None) -> None:
+                 on_commit: Callable[[Sequence[Recorded]], None] | None = None,
+                 on_batch: Callable[[int, float], None] | None = None) -> None:
         self._recorder = recorder
         self._max_batch = max_batch
         self._on_commit = on_commit
+        self._on_batch = on_batch  # (batch size, seconds the commit took), for metrics
         self._pending: list[tuple[Append, asyncio.Future, float]] = []
         self._in_flight: list[tuple[Append, asyncio.Future, float]] = []
         self._wake = asyncio.Event()
@@ -69,6 +71,7 @@ class GroupCommitWriter:
                 self._in_flight = []
 
     async def _commit(self, batch: list[tuple[Append, asyncio.Future, float]]) -> None:
+        started = time.monotonic()
         try:
             outcomes = await self._recorder.append([unit for unit, _, _ in batch])
         except Exception as exc:  # the database failed: every caller in the batch must hear it
@@ -78,6 +81,8 @@ class GroupCommitWriter:
             return
         self.batches += 1
         self.largest_batch = max(self.largest_batch, len(batch))
+        if self._on_batch:
+            self._on_batch(len(batch), time.monotonic() - started)
         for (_, future, _), outcome in zip(batch, outcomes):
             if future.done():
                 continue

@@ -27,7 +27,8 @@ async def post(session: aiohttp.ClientSession, provider: str, url: str, data: by
     """POST `data` (bytes, or chunks produced while it is sent); the open 200 response, or
     UpstreamError describing the failure."""
     try:
-        response = await session.post(url, data=data, headers=headers, timeout=timeout)
+        response = await session.post(url, data=data, headers=headers, timeout=timeout,
+                                      trace_request_ctx={"provider": provider})  # for the metrics
     except asyncio.TimeoutError:
         raise UpstreamError(504, f"{provider} did not answer within {timeout.total or timeout.sock_read:g} s") from None
     except aiohttp.ClientError as exc:

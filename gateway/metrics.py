@@ -1,0 +1,120 @@
+"""Prometheus metrics, served at GET /metrics (no key: restrict it at the network edge).
+
+Under `gateway serve --workers N` the supervisor gives every worker one directory in
+PROMETHEUS_MULTIPROC_DIR; each worker writes its samples there (prometheus_client's multiprocess
+mode) and whichever worker answers a scrape sums them all, so the numbers are the whole
+server's. The retention gauges are read from the ledger at scrape time, the same from any worker.
+"""
+
+import os
+import time
+from types import SimpleNamespace
+
+import aiohttp
+import structlog
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
+from prometheus_client.core import GaugeMetricFamily
+
+from ledger.recorder import Recorder
+
+MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
+SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+BATCH_SIZES = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2000)
+REQUEST_LABELS = ("route", "model", "provider", "status")
+HOSTED_DUE = ("SELECT COUNT(*) FROM music_tracks WHERE storage = 's3' AND error = 0"
+              " AND expired_at_us IS NULL AND created_at_us < ?")
+
+
+class Metrics:
+    """The gateway's metrics; one instance per app (no module-level state)."""
+
+    def __init__(self, retention_days: int) -> None:
+        self.shared = bool(os.environ.get(MULTIPROCESS_DIR))
+        self._registry = None if self.shared else CollectorRegistry()  # shared: files, not a registry
+        self._retention_days = retention_days
+        r = self._registry
+        self.requests = Counter("gateway_requests", "Requests answered", REQUEST_LABELS, registry=r)
+        self.latency = Histogram("gateway_request_seconds", "Time to answer", REQUEST_LABELS,
+                                 buckets=SECONDS, registry=r)
+        self.upstream = Histogram("gateway_upstream_seconds", "Time to the provider's response headers",
+                                  ("provider", "status"), buckets=SECONDS, registry=r)
+        self.tokens = Counter("gateway_tokens", "Tokens used", ("model", "provider", "kind"), registry=r)
+        self.cost = Counter("gateway_cost_inr", "INR charged to credits", ("model", "provider"), registry=r)
+        self.batch = Histogram("gateway_ledger_batch_size", "Appends per group commit", buckets=BATCH_SIZES,
+                               registry=r)
+        self.commit = Histogram("gateway_ledger_commit_seconds", "Time a group commit took",
+                                buckets=SECONDS, registry=r)
+        self.backlog = Gauge("gateway_ledger_backlog", "Appends waiting to commit", registry=r,
+                             multiprocess_mode="livesum")
+
+    def observe_request(self, request: web.Request, status: int, seconds: float, fields: dict) -> None:
+        resource = request.match_info.route.resource
+        labels = (resource.canonical if resource else "unmatched", fields.get("model", ""),
+                  structlog.contextvars.get_contextvars().get("provider", ""), str(status))
+        self.requests.labels(*labels).inc()
+        self.latency.labels(*labels).observe(seconds)
+
+    def observe_charge(self, model: str, provider: str, prompt: int, completion: int, inr: float) -> None:
+        self.tokens.labels(model, provider, "prompt").inc(prompt)
+        self.tokens.labels(model, provider, "completion").inc(completion)
+        self.cost.labels(model, provider).inc(inr)
+
+    def observe_batch(self, size: int, seconds: float, waiting: int) -> None:
+        self.batch.observe(size)
+        self.commit.observe(seconds)
+        self.backlog.set(waiting)
+
+    def tracing(self) -> aiohttp.TraceConfig:
+        """Upstream latency from the pooled client session: each adapter names its provider."""
+        trace = aiohttp.TraceConfig(trace_config_ctx_factory=lambda trace_request_ctx: SimpleNamespace(
+            provider=(trace_request_ctx or {}).get("provider", "unknown"), started=0.0))
+
+        async def started(_session, ctx, _params) -> None:
+            ctx.started = time.monotonic()
+
+        async def answered(_session, ctx, params) -> None:
+            self.upstream.labels(ctx.provider, str(params.response.status)).observe(time.monotonic() - ctx.started)
+        trace.on_request_start.append(started)
+        trace.on_request_end.append(answered)
+        return trace
+
+    async def render(self, recorder: Recorder) -> bytes:
+        registry = CollectorRegistry()
+        if self.shared:
+            multiprocess.MultiProcessCollector(registry)
+        else:
+            registry.register(_Registered(self._registry))
+        due, expired = await self._retention_state(recorder)
+        registry.register(_Fixed([
+            _gauge("gateway_media_due", "Hosted tracks past the retention period, not yet swept", due),
+            _gauge("gateway_media_expired", "Hosted tracks the sweepers have deleted", expired)]))
+        return generate_latest(registry)
+
+    async def _retention_state(self, recorder: Recorder) -> tuple[int, int]:
+        cutoff = (time.time_ns() // 1000) - self._retention_days * 86_400_000_000
+        [(due,)] = await recorder.fetch(HOSTED_DUE, (cutoff,))
+        [(expired,)] = await recorder.fetch("SELECT COUNT(*) FROM media_expired")
+        return due, expired
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, value=value)
+
+
+class _Fixed:
+    def __init__(self, families: list) -> None:
+        self._families = families
+
+    def collect(self):
+        return self._families
+
+
+class _Registered:
+    """This process's registry as one collector of a scrape's registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self):
+        return self._registry.collect()

@@ -1,0 +1,67 @@
+"""GET /metrics: Prometheus text with requests, latency, upstream latency, tokens, cost, the
+ledger writer and retention, summed across workers."""
+
+import asyncio
+import signal
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateway_helpers import clean_env, gateway_process, json_lines, run_cli_async
+from support import PROVIDER_KEY, auth, chat_body, request_events
+
+
+def samples(text: str) -> dict[tuple[str, tuple], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def value(found: dict, name: str, **labels) -> float:
+    return sum(v for (n, ls), v in found.items() if n == name and set(labels.items()) <= set(ls))
+
+
+async def test_metrics_count_requests_tokens_cost_and_ledger_commits(gateway, org):
+    for stream in (False, True, False):
+        response = await gateway.client.post("/v1/chat/completions", json=chat_body("hi [sim:tokens=5]", stream=stream),
+                                             headers=auth(org["api_key"]))
+        await response.read()
+    await gateway.client.get("/v1/models")
+    response = await gateway.client.get("/metrics")
+    assert response.status == 200 and response.headers["Content-Type"].startswith("text/plain; version=")
+    found = samples(await response.text())
+    chat = {"route": "/v1/chat/completions", "model": "gpt-4o-mini", "provider": "openai", "status": "200"}
+    assert value(found, "gateway_requests_total", **chat) == 3
+    assert value(found, "gateway_request_seconds_count", **chat) == 3
+    assert value(found, "gateway_requests_total", route="/v1/models", status="200") == 1
+    assert value(found, "gateway_upstream_seconds_count", provider="openai", status="200") == 3
+    assert value(found, "gateway_tokens_total", model="gpt-4o-mini", kind="completion") == 15
+    charged = sum(e.charged_inr_nano for e in await request_events(gateway)) / 10**9
+    assert abs(value(found, "gateway_cost_inr_total", model="gpt-4o-mini") - charged) < 1e-9
+    assert value(found, "gateway_ledger_batch_size_count") == 3  # one commit per request at low load
+    assert value(found, "gateway_ledger_commit_seconds_count") == 3
+    assert ("gateway_media_due", ()) in found and ("gateway_media_expired", ()) in found
+
+
+async def test_with_workers_any_scrape_sums_every_worker(sim_url, tmp_path):
+    config = tmp_path / "gateway.toml"
+    config.write_text(f'[ledger]\nurl = "sqlite:///{tmp_path}/ledger.db"\n[providers.openai]\n'
+                      f'base_url = "{sim_url}/v1"\napi_key = "{PROVIDER_KEY}"\n')
+    created = await run_cli_async("admin", "create-org", "acme", "--credits-inr", "10", "--config", str(config))
+    key = json_lines(created.stdout)[0]["api_key"]
+    async with gateway_process("serve", "--port", "0", "--workers", "2", "--config", str(config),
+                               env=clean_env()) as served:
+        url = await served.wait_for_output(lambda _out, err: next(
+            (line["url"] for line in json_lines(err) if line.get("event") == "gateway_ready" and "workers" in line), None))
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as session:
+            async def chat() -> int:
+                async with session.post(f"{url}/v1/chat/completions", json=chat_body(), headers=auth(key)) as r:
+                    await r.read()
+                    return r.status
+            assert await asyncio.gather(*(chat() for _ in range(30))) == [200] * 30
+            for _ in range(6):  # whichever worker answers, it reports all thirty
+                async with session.get(f"{url}/metrics") as response:
+                    found = samples(await response.text())
+                assert value(found, "gateway_requests_total", route="/v1/chat/completions", status="200") == 30
+        workers = {line["worker"] for line in json_lines(served.stderr) if line.get("event") == "request"}
+        assert await served.stop(signal.SIGTERM) == 0
+    assert len(workers) == 2
