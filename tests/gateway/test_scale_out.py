@@ -12,6 +12,7 @@ import sys
 import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import aiohttp
@@ -139,3 +140,22 @@ async def test_two_replicas_and_two_sweepers_lose_and_duplicate_nothing(scale_co
         result = await run_cli_async("ledger", action, "--config", scale_config)
         assert result.returncode == 0, result.stdout + result.stderr
 
+
+
+async def test_two_replicas_racing_one_org_never_overspend_its_holds(scale_config, pg_url):
+    exactly_three = str(Decimal("0.05") * 84 * 3)  # three clip generations at the default rate
+    org = await cli_json("admin", "create-org", "racer", "--credits-inr", exactly_three, "--config", scale_config)
+    async with gateway_process("serve", "--port", "0", "--config", scale_config, env=clean_env()) as first, \
+            gateway_process("serve", "--port", "0", "--config", scale_config, env=clean_env()) as second:
+        urls = [await first.ready_url(), await second.ready_url()]
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+            async def generate(n: int) -> int:
+                async with session.post(f"{urls[n % 2]}/v1/music", headers=auth(org["api_key"]),
+                                        json={"model": "tune-3-clip-preview", "prompt": f"race {n}"}) as response:
+                    await response.read()
+                    return response.status
+            statuses = await asyncio.gather(*(generate(n) for n in range(10)))
+        assert await first.stop(signal.SIGTERM) == 0 and await second.stop(signal.SIGTERM) == 0
+    assert sorted(statuses) == [200] * 3 + [402] * 7
+    balance = await cli_json("admin", "balance", org["org_id"], "--config", scale_config)
+    assert balance["balance_inr"] == 0
