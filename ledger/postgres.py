@@ -21,8 +21,8 @@ import msgspec
 from ledger import projections
 from ledger.events import decode_event
 from ledger.recorder import (
-    CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, AppendRejected, CorruptEvent, Outcome,
-    Recorded, Recorder, Secret, accepted, held_by, out_of_date, plan,
+    CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, CorruptEvent, Outcome, Recorded, Recorder,
+    Secret, accepted, held_by, isolating_rejections, out_of_date, plan,
 )
 
 APPEND_LOCK = 7_381_446_205_117  # pg_advisory_xact_lock key: one writer of the log at a time
@@ -164,15 +164,7 @@ class PostgresRecorder(Recorder):
         return self._sql[sql]
 
     async def append(self, units: Sequence[Append]) -> list[Outcome]:
-        if not units:
-            return []
-        try:
-            return await self._append_in_transaction(units)
-        except REJECTIONS as exc:
-            if len(units) == 1:
-                return [AppendRejected(str(exc))]
-        # One unit broke a constraint: write the others one by one so only it fails.
-        return [outcome for unit in units for outcome in await self.append([unit])]
+        return await isolating_rejections(units, self._append_in_transaction, REJECTIONS)
 
     async def _append_in_transaction(self, units: Sequence[Append]) -> list[Outcome]:
         async with self._pool.acquire() as db, db.transaction():

@@ -10,7 +10,7 @@ import abc
 from contextlib import AbstractAsyncContextManager
 import hashlib
 import time
-from collections.abc import AsyncIterable, Iterable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 
 import msgspec
 
@@ -134,6 +134,21 @@ def plan(units: Sequence[Append], heads: dict[str, tuple[int, bytes]], last_posi
         heads[unit.stream_id] = (version, prev)
         outcomes.append(recorded)
     return outcomes
+
+
+async def isolating_rejections(units: Sequence[Append],
+                               write: Callable[[Sequence[Append]], Awaitable[list[Outcome]]],
+                               rejections: tuple[type[BaseException], ...]) -> list[Outcome]:
+    """`write(units)` in one transaction; when the database rejects it whole (a constraint that
+    one unit broke), each unit again alone, so only the guilty one fails (AppendRejected)."""
+    if not units:
+        return []
+    try:
+        return await write(units)
+    except rejections as exc:
+        if len(units) == 1:
+            return [AppendRejected(str(exc))]
+    return [outcome for unit in units for outcome in await isolating_rejections([unit], write, rejections)]
 
 
 def accepted(units: Sequence[Append], outcomes: Sequence[Outcome]) -> Iterable[tuple[Append, list[Recorded]]]:

@@ -19,8 +19,8 @@ import msgspec
 from ledger import projections
 from ledger.events import decode_event
 from ledger.recorder import (
-    CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, AppendRejected, CorruptEvent, Outcome,
-    Recorded, Recorder, Secret, accepted, held_by, out_of_date, plan,
+    CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, CorruptEvent, Outcome, Recorded, Recorder,
+    Secret, accepted, held_by, isolating_rejections, out_of_date, plan,
 )
 
 SCHEMA = """
@@ -210,16 +210,12 @@ class SQLiteRecorder(Recorder):
         self._writer = self._reader = None
 
     async def append(self, units: Sequence[Append]) -> list[Outcome]:
-        if not units:
-            return []
+        # OverflowError: a value beyond SQLite's 64-bit INTEGER.
+        return await isolating_rejections(units, self._locked_append, (sqlite3.IntegrityError, OverflowError))
+
+    async def _locked_append(self, units: Sequence[Append]) -> list[Outcome]:
         async with self._write_lock:
-            try:
-                return await self._append_in_transaction(units)
-            except (sqlite3.IntegrityError, OverflowError) as exc:  # OverflowError: beyond INTEGER
-                if len(units) == 1:
-                    return [AppendRejected(str(exc))]
-        # One unit broke a constraint: write the others one by one so only it fails.
-        return [outcome for unit in units for outcome in await self.append([unit])]
+            return await self._append_in_transaction(units)
 
     async def _append_in_transaction(self, units: Sequence[Append]) -> list[Outcome]:
         db = self._writer
