@@ -27,6 +27,8 @@ class ServerConfig(Section):
     host: str = "127.0.0.1"
     port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 8080
     workers: Annotated[int, msgspec.Meta(ge=1)] = 1
+    # How long SIGTERM waits for in-flight requests and streams (music may wait 240 s upstream).
+    shutdown_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 300.0
 
 
 class LedgerConfig(Section):

@@ -21,7 +21,8 @@ async def serve(config: Config, banner: str = "", *, reuse_port: bool = False,
     stop = _stop_on_signals()  # first: a stop during start-up is kept, not lost
     watch = asyncio.create_task(_orphaned(stop)) if stop_if_orphaned else None
     # Cancelling a handler when its client leaves is what stops the upstream generation.
-    runner = web.AppRunner(create_app(config), handler_cancellation=True, access_log=None)
+    runner = web.AppRunner(create_app(config), handler_cancellation=True, access_log=None,
+                           shutdown_timeout=config.server.shutdown_timeout_s)
     try:
         await runner.setup()  # inside: a failed start-up still closes what it opened
         site = web.TCPSite(runner, config.server.host, config.server.port, backlog=2048,

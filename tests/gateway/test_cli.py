@@ -437,3 +437,20 @@ async def test_set_key_limits_prints_them_and_refuses_unknown_keys(cfg):
         "key_id": org["key_id"], "requests_per_minute": 60, "tokens_per_minute": 0}
     unknown = await run_cli_async("admin", "set-key-limits", "key_nope", "--config", cfg)
     assert unknown.returncode == 1 and "no key key_nope" in unknown.stderr
+
+
+async def test_shutdown_timeout_bounds_how_long_sigterm_waits_for_a_stream(sim_url, cfg):
+    org = new_org(cfg, "--credits-inr", "10")
+    env = clean_env(GATEWAY_PROVIDERS_OPENAI_BASE_URL=f"{sim_url}/v1", GATEWAY_PROVIDERS_OPENAI_API_KEY=PROVIDER_KEY,
+                    GATEWAY_SERVER_SHUTDOWN_TIMEOUT_S="0.5")
+    async with gateway_process("serve", "--port", "0", "--config", cfg, env=env) as served:
+        url = await served.ready_url()
+        async with aiohttp.ClientSession() as session:
+            body = {**chat_body("slow [sim:tokens=20] [sim:tps=4]"), "stream": True}
+            async with session.post(f"{url}/v1/chat/completions", json=body, headers=auth(org["api_key"])) as response:
+                await response.content.readline()
+                served.proc.send_signal(signal.SIGTERM)
+                with contextlib.suppress(aiohttp.ClientError):
+                    rest = await response.read()
+                    assert not rest.rstrip().endswith(b"data: [DONE]")  # cut off after 0.5 s, not 5 s
+        assert await served.stop(signal.SIGTERM) == 0

@@ -166,6 +166,7 @@ ENV_OVERRIDES = [
     ("GATEWAY_RETENTION_TEXT_DAYS", "90", "retention.text_days", 90),
     ("GATEWAY_SECRETS_MASTER_KEY", "master", "secrets.master_key", "master"),
     ("GATEWAY_LIMITS_REQUESTS_PER_MINUTE", "600", "limits.requests_per_minute", 600),
+    ("GATEWAY_SERVER_SHUTDOWN_TIMEOUT_S", "30", "server.shutdown_timeout_s", 30.0),
     ("GATEWAY_LIMITS_TOKENS_PER_MINUTE", "90000", "limits.tokens_per_minute", 90000),
     ("GATEWAY_PROVIDERS_OPENAI_BASE_URL", "http://sim:1/v1", "providers.openai.base_url", "http://sim:1/v1"),
     ("GATEWAY_PROVIDERS_OPENAI_API_KEY", "sk-o", "providers.openai.api_key", "sk-o"),
