@@ -3,10 +3,13 @@
 import asyncio
 import json
 import os
+import time
+from typing import Any
 import socket
 from decimal import Decimal
 
 import aiohttp
+import orjson
 import pytest
 
 PROVIDER_KEY = "sk-sim-provider-secret-0123456789"
@@ -96,3 +99,49 @@ async def poll(probe, accept=bool, timeout: float = 5.0):
         if accept(value) or asyncio.get_running_loop().time() > deadline:
             return value
         await asyncio.sleep(0.05)
+
+
+# -- the simulator's request record, WebSocket events, multipart forms ---------------------------
+
+async def sim_records(client) -> list[dict[str, Any]]:
+    """The simulator's record of the requests it received, oldest first."""
+    return (await (await client.get("/_sim/requests")).json())["data"]
+
+
+async def wait_for_outcome(client, seq: int, outcome: str, timeout: float = 3.0) -> dict[str, Any]:
+    """Record `seq` once it has settled with `outcome` (asserted when `timeout` runs out)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        record = next(r for r in await sim_records(client) if r["seq"] == seq)
+        if record["outcome"] == outcome or time.monotonic() > deadline:
+            assert record["outcome"] == outcome
+            return record
+        await asyncio.sleep(0.02)
+
+
+async def ws_receive(ws) -> dict[str, Any]:
+    message = await ws.receive()
+    assert message.type is aiohttp.WSMsgType.TEXT, message
+    return orjson.loads(message.data)
+
+
+async def ws_until(ws, event_type: str) -> list[dict[str, Any]]:
+    """Every event up to and including the first of `event_type`."""
+    events = [await ws_receive(ws)]
+    while events[-1]["type"] != event_type:
+        events.append(await ws_receive(ws))
+    return events
+
+
+def transcription_form(audio: bytes, *, file_first: bool = False, model: str = "whisper-1",
+                       **fields: str) -> aiohttp.FormData:
+    """A transcription upload: `model` and `fields` before the file, or the file first."""
+    data = aiohttp.FormData()
+    if file_first:
+        data.add_field("file", audio, filename="talk.mp3", content_type="audio/mpeg")
+    data.add_field("model", model)
+    for name, value in fields.items():
+        data.add_field(name, value)
+    if not file_first:
+        data.add_field("file", audio, filename="talk.mp3", content_type="audio/mpeg")
+    return data

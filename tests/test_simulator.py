@@ -13,6 +13,7 @@ import pytest
 
 from simulator.directives import DirectiveError, Directives, parse_directives
 from simulator.textgen import WORDS, completion_text, count_prompt_tokens
+from support import sim_records, wait_for_outcome
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 AUTH = {"Authorization": "Bearer sk-test"}
@@ -59,21 +60,6 @@ async def next_event(response: aiohttp.ClientResponse) -> Any:
         event = decode_event(await response.content.readline())
         if event is not None:
             return event
-
-
-async def records(client) -> list[dict[str, Any]]:
-    response = await client.get("/_sim/requests")
-    return (await response.json())["data"]
-
-
-async def wait_for_outcome(client, seq: int, outcome: str, timeout: float = 3.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        record = next(r for r in await records(client) if r["seq"] == seq)
-        if record["outcome"] == outcome or time.monotonic() > deadline:
-            assert record["outcome"] == outcome
-            return record
-        await asyncio.sleep(0.02)
 
 
 # --- pure rules ---------------------------------------------------------------------------
@@ -286,7 +272,7 @@ async def test_status_directive(make_client, status, error_type, stream):
             "param": None,
         }
     }
-    [record] = await records(client)
+    [record] = await sim_records(client)
     assert record["outcome"] == "error"
 
 
@@ -300,7 +286,7 @@ async def test_missing_or_bad_credentials_get_401(make_client, authorization):
     assert error["type"] == "invalid_request_error"
     assert error["code"] == "invalid_api_key"
     assert error["param"] is None and error["message"]
-    [record] = await records(client)
+    [record] = await sim_records(client)
     assert record["outcome"] == "error" and record["body"] == chat("hi")
 
 
@@ -416,7 +402,7 @@ async def test_hang_after_goes_silent_and_records_disconnect(make_client, handle
     assert deltas == [ROLE_DELTA, {"content": "the "}, {"content": "quick "}]
     with pytest.raises(asyncio.TimeoutError):
         await asyncio.wait_for(next_event(response), timeout=0.3)
-    [record] = await records(client)
+    [record] = await sim_records(client)
     assert record["outcome"] == "pending"
     response.close()  # the client goes away mid-stream
     await wait_for_outcome(client, 1, "disconnected")
@@ -446,7 +432,7 @@ async def test_recording_and_clearing(make_client):
     await client.post(PATH, json=chat("second", stream=True), headers=AUTH)
     await client.post(PATH, data=b"garbage", headers=AUTH)
     await client.get("/v1/models", headers=AUTH)  # unknown route: still recorded
-    first, second, third, fourth = await records(client)
+    first, second, third, fourth = await sim_records(client)
     assert [r["seq"] for r in (first, second, third, fourth)] == [1, 2, 3, 4]
     assert first["method"] == "POST" and first["path"] == PATH
     assert first["query"] == {"trace": "1"}
@@ -460,9 +446,9 @@ async def test_recording_and_clearing(make_client):
 
     cleared = await client.delete("/_sim/requests")
     assert cleared.status == 200
-    assert await records(client) == []
+    assert await sim_records(client) == []
     await client.post(PATH, json=chat("after"), headers=AUTH)
-    [after] = await records(client)
+    [after] = await sim_records(client)
     assert after["seq"] == 5 and after["body"] == chat("after")
 
 
@@ -470,14 +456,14 @@ async def test_control_routes_are_not_recorded_and_need_no_auth(make_client):
     client = await make_client()
     for _ in range(2):
         assert (await client.get("/_sim/requests")).status == 200
-    assert await records(client) == []
+    assert await sim_records(client) == []
 
 
 async def test_apps_do_not_share_state(make_client):
     one, two = await make_client(), await make_client()
     await one.post(PATH, json=chat("hi"), headers=AUTH)
-    assert len(await records(one)) == 1
-    assert await records(two) == []
+    assert len(await sim_records(one)) == 1
+    assert await sim_records(two) == []
 
 
 # --- CLI ------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import pytest
 
 from simulator.anthropic_messages import FRAGMENT_CHARS, cut_at_stop, json_fragments, tool_input
 from simulator.textgen import WORDS, iter_tokens
+from support import sim_records
 
 PATH = "/v1/messages"
 HEADERS = {"x-api-key": "sk-ant-test", "anthropic-version": "2023-06-01"}
@@ -40,10 +41,6 @@ async def events_of(response: aiohttp.ClientResponse) -> list[tuple[str, dict[st
         assert data["type"] == name
         events.append((name, data))
     return events
-
-
-async def records(client) -> list[dict[str, Any]]:
-    return (await (await client.get("/_sim/requests")).json())["data"]
 
 
 # -- pure rules -------------------------------------------------------------------------------
@@ -81,7 +78,7 @@ async def test_json_message_shape_usage_and_headers(make_client):
         "content": [{"type": "text", "text": expected_text(5)}], "stop_reason": "end_turn", "stop_sequence": None,
         "usage": {"input_tokens": (2 + 4) + (4 + 4), "cache_creation_input_tokens": 0,
                   "cache_read_input_tokens": 0, "output_tokens": 5}}
-    [record] = await records(client)
+    [record] = await sim_records(client)
     assert record["outcome"] == "completed" and record["body"] == body
 
 
@@ -166,7 +163,7 @@ async def test_stream_event_sequence(make_client):
     assert "".join(data["delta"]["text"] for name, data in events if name == "content_block_delta") == expected_text(3)
     assert events[7][1] == {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
                             "usage": {"output_tokens": 3}}
-    [record] = await records(client)
+    [record] = await sim_records(client)
     assert record["outcome"] == "completed"
 
 
@@ -208,7 +205,7 @@ async def test_stream_drop_after_cuts_the_connection_after_k_deltas(make_client)
         async for chunk in response.content.iter_any():
             received += chunk
     assert received.count(b"event: content_block_delta") == 2 and b"message_stop" not in received
-    [record] = await records(client)
+    [record] = await sim_records(client)
     assert record["outcome"] == "dropped"
 
 
@@ -271,7 +268,7 @@ async def test_x_api_key_is_required(make_client, headers):
     assert response.status == 401
     body = await response.json()
     assert body["type"] == "error" and body["error"]["type"] == "authentication_error"
-    [record] = await records(client)
+    [record] = await sim_records(client)
     assert record["outcome"] == "error" and record["body"] == request()
 
 

@@ -11,6 +11,7 @@ import pytest
 from simulator.mp3 import frames_for, id3_tag, mp3_duration_s, silent_frames, silent_mp3
 from simulator.openai_audio import Mp3Clock, split
 from simulator.textgen import completion_text
+from support import transcription_form
 
 AUTH = {"Authorization": "Bearer sk-test"}
 EMBED, SPEECH, TRANSCRIBE = "/v1/embeddings", "/v1/audio/speech", "/v1/audio/transcriptions"
@@ -24,20 +25,8 @@ async def recorded(client) -> list[dict]:
     return (await (await client.get("/_sim/requests")).json())["data"]
 
 
-def form(audio: bytes, *, model: str = "whisper-1", file_first: bool = False, **fields: str) -> aiohttp.FormData:
-    data = aiohttp.FormData()
-    if file_first:
-        data.add_field("file", audio, filename="talk.mp3", content_type="audio/mpeg")
-    data.add_field("model", model)
-    for name, value in fields.items():
-        data.add_field(name, value)
-    if not file_first:
-        data.add_field("file", audio, filename="talk.mp3", content_type="audio/mpeg")
-    return data
-
-
 async def transcribe(client, audio: bytes, **fields: str) -> aiohttp.ClientResponse:
-    return await client.post(TRANSCRIBE, data=form(audio, **fields), headers=AUTH)
+    return await client.post(TRANSCRIBE, data=transcription_form(audio, **fields), headers=AUTH)
 
 
 # -- embeddings ----------------------------------------------------------------------------------
@@ -186,7 +175,7 @@ async def test_transcription_of_mp3_reports_its_duration_and_records_the_upload(
 async def test_file_before_model_is_read_too(make_client):
     client = await make_client()
     audio = silent_mp3(2)
-    response = await client.post(TRANSCRIBE, data=form(audio, file_first=True), headers=AUTH)
+    response = await client.post(TRANSCRIBE, data=transcription_form(audio, file_first=True), headers=AUTH)
     assert (await response.json())["usage"]["seconds"] == math.ceil(mp3_duration_s(audio)) == 3
 
 

@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from simulator.textgen import completion_text, iter_tokens
+from support import sim_records
 
 FLASH = "gemini-2.5-flash"
 KEY = {"x-goog-api-key": "goog-test"}
@@ -46,14 +47,10 @@ async def sse_events(response) -> list[dict[str, Any]]:
     return [orjson.loads(frame[6:]) for frame in frames[:-1]]
 
 
-async def records(client) -> list[dict[str, Any]]:
-    return (await (await client.get("/_sim/requests")).json())["data"]
-
-
 async def wait_for_outcome(client, outcome: str, timeout: float = 3.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
-    while (await records(client))[-1]["outcome"] != outcome:
-        assert asyncio.get_running_loop().time() < deadline, await records(client)
+    while (await sim_records(client))[-1]["outcome"] != outcome:
+        assert asyncio.get_running_loop().time() < deadline, await sim_records(client)
         await asyncio.sleep(0.02)
 
 
@@ -177,7 +174,7 @@ async def test_stream_sends_an_event_per_token_then_the_finish(make_client):
                                        "totalTokenCount": prompt + 3},
                      "modelVersion": FLASH})
     assert events == expected
-    [record] = await records(client)
+    [record] = await sim_records(client)
     assert record["outcome"] == "completed" and record["query"] == {"alt": "sse"}
 
 

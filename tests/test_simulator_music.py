@@ -19,6 +19,7 @@ from simulator.mp3 import (
     mp3_duration_s,
     silent_mp3,
 )
+from support import sim_records, wait_for_outcome
 
 CLIP, PRO = "tune-3-clip-preview", "tune-3-pro-preview"
 KEY = {"x-goog-api-key": "goog-test"}
@@ -66,20 +67,6 @@ def audio_of(body: dict[str, Any]) -> bytes:
     (part,) = [p for p in body["candidates"][0]["content"]["parts"] if "inlineData" in p]
     assert part["inlineData"]["mimeType"] == "audio/mpeg"
     return base64.b64decode(part["inlineData"]["data"], validate=True)
-
-
-async def records(client) -> list[dict[str, Any]]:
-    return (await (await client.get("/_sim/requests")).json())["data"]
-
-
-async def wait_for_outcome(client, seq: int, outcome: str, timeout: float = 3.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        record = next(r for r in await records(client) if r["seq"] == seq)
-        if record["outcome"] == outcome or time.monotonic() > deadline:
-            assert record["outcome"] == outcome
-            return record
-        await asyncio.sleep(0.02)
 
 
 # --- MP3 bytes ------------------------------------------------------------------------------
@@ -208,7 +195,7 @@ async def test_reference_images_are_accepted_counted_and_recorded(make_client):
     assert response.status == 200
     body = await response.json()
     assert body["usageMetadata"]["promptTokenCount"] == 2 + 4 + 2 * 258
-    [record] = await records(client)
+    [record] = await sim_records(client)
     assert record["path"] == path(PRO) and record["method"] == "POST"
     assert record["body"] == sent and record["outcome"] == "completed"
     assert record["headers"]["x-goog-api-key"] == "goog-test"
@@ -239,7 +226,7 @@ async def test_block_prompt_answers_200_with_prompt_feedback_only(make_client):
         "usageMetadata": {"promptTokenCount": 7, "totalTokenCount": 7},
         "modelVersion": CLIP,
     }
-    [record] = await records(client)
+    [record] = await sim_records(client)
     assert record["outcome"] == "completed"
 
 
@@ -265,7 +252,7 @@ async def test_block_400_is_an_invalid_argument_saying_blocked(make_client):
             "status": "INVALID_ARGUMENT",
         }
     }
-    [record] = await records(client)
+    [record] = await sim_records(client)
     assert record["outcome"] == "error"
 
 
@@ -296,7 +283,7 @@ async def test_status_directive_gives_gemini_errors(make_client, status, rpc_sta
     assert await response.json() == {
         "error": {"code": status, "message": f"simulated error {status}", "status": rpc_status}
     }
-    [record] = await records(client)
+    [record] = await sim_records(client)
     assert record["outcome"] == "error"
 
 
@@ -334,7 +321,7 @@ async def test_api_key_by_header_or_query(make_client):
     assert (await client.post(path(), json=music(), headers=KEY)).status == 200
     response = await client.post(path() + "?key=goog-test", json=music())
     assert response.status == 200
-    [_, record] = await records(client)
+    [_, record] = await sim_records(client)
     assert record["query"] == {"key": "goog-test"}
 
 
@@ -349,7 +336,7 @@ async def test_missing_key_gets_401_unauthenticated(make_client, headers, query)
     assert response.status == 401
     error = (await response.json())["error"]
     assert error["code"] == 401 and error["status"] == "UNAUTHENTICATED" and error["message"]
-    [record] = await records(client)
+    [record] = await sim_records(client)
     assert record["outcome"] == "error" and record["body"] == music()
 
 
@@ -363,7 +350,7 @@ async def test_unknown_model_or_action_gets_404_not_found(make_client, route):
     assert response.status == 404
     error = (await response.json())["error"]
     assert error["code"] == 404 and error["status"] == "NOT_FOUND" and "models/" in error["message"]
-    [record] = await records(client)
+    [record] = await sim_records(client)
     assert record["path"] == route and record["outcome"] == "error"
 
 
@@ -404,4 +391,4 @@ async def test_openai_route_is_unchanged_beside_gemini(make_client):
         "/v1/chat/completions", json=chat, headers={"Authorization": "Bearer sk-test"}
     )
     assert (await response.json())["choices"][0]["message"]["content"] == "the quick "
-    assert [r["path"] for r in await records(client)] == ["/v1/chat/completions"] * 2
+    assert [r["path"] for r in await sim_records(client)] == ["/v1/chat/completions"] * 2

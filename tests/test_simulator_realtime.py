@@ -4,11 +4,10 @@ import base64
 from typing import Any
 
 import aiohttp
-import orjson
 import pytest
 
 from simulator.textgen import WORDS
-from support import poll
+from support import poll, sim_records, ws_receive, ws_until
 
 PATH = "/v1/realtime?model=gpt-4o-realtime-preview"
 AUTH = {"Authorization": "Bearer sk-test", "OpenAI-Beta": "realtime=v1"}
@@ -30,39 +29,21 @@ TEXT_ONLY = {"type": "session.update", "session": {"modalities": ["text"]}}
 
 async def connect(client, **kwargs) -> aiohttp.ClientWebSocketResponse:
     ws = await client.ws_connect(PATH, headers=AUTH, **kwargs)
-    assert (await receive(ws))["type"] == "session.created"
+    assert (await ws_receive(ws))["type"] == "session.created"
     return ws
-
-
-async def receive(ws) -> dict[str, Any]:
-    message = await ws.receive()
-    assert message.type is aiohttp.WSMsgType.TEXT, message
-    return orjson.loads(message.data)
-
-
-async def until(ws, event_type: str) -> list[dict[str, Any]]:
-    """Every event up to and including the first of `event_type`."""
-    events = [await receive(ws)]
-    while events[-1]["type"] != event_type:
-        events.append(await receive(ws))
-    return events
 
 
 async def say(ws, text: str, **response: Any) -> list[dict[str, Any]]:
     """Add a user item, ask for a response, and return the response's events."""
     await ws.send_json(user_item(text))
-    assert (await receive(ws))["type"] == "conversation.item.created"
+    assert (await ws_receive(ws))["type"] == "conversation.item.created"
     await ws.send_json({"type": "response.create", **({"response": response} if response else {})})
-    return await until(ws, "response.done")
-
-
-async def records(client) -> list[dict[str, Any]]:
-    return (await (await client.get("/_sim/requests")).json())["data"]
+    return await ws_until(ws, "response.done")
 
 
 async def settled(client) -> list[dict[str, Any]]:
     """The records once none is pending (the server settles a session just after it ends)."""
-    return await poll(lambda: records(client), lambda found: all(r["outcome"] != "pending" for r in found))
+    return await poll(lambda: sim_records(client), lambda found: all(r["outcome"] != "pending" for r in found))
 
 
 async def test_session_update_item_and_response_round_trip(make_client):
@@ -70,14 +51,14 @@ async def test_session_update_item_and_response_round_trip(make_client):
     ws = await connect(client, protocols=("realtime",))
     assert ws.protocol == "realtime"
     await ws.send_json(TEXT_ONLY)
-    updated = await receive(ws)
+    updated = await ws_receive(ws)
     assert updated["type"] == "session.updated" and updated["session"]["modalities"] == ["text"]
     await ws.send_json(user_item("one two three"))
-    created = await receive(ws)
+    created = await ws_receive(ws)
     assert created["type"] == "conversation.item.created" and created["previous_item_id"] is None
     assert created["item"]["content"] == [{"type": "input_text", "text": "one two three"}]
     await ws.send_json({"type": "response.create"})
-    events = await until(ws, "response.done")
+    events = await ws_until(ws, "response.done")
     assert [e["type"] for e in events] == TEXT_RESPONSE + ["response.text.delta"] * 16 + TEXT_DONE
     assert "".join(e["delta"] for e in events if e["type"] == "response.text.delta") == expected_text(16)
     assert len({e["event_id"] for e in events}) == len(events)
@@ -96,7 +77,7 @@ async def test_later_responses_count_the_whole_conversation_and_follow_directive
     client = await make_client()
     ws = await connect(client)
     await ws.send_json(TEXT_ONLY)
-    await receive(ws)
+    await ws_receive(ws)
     first = (await say(ws, "one two three"))[-1]["response"]["usage"]
     second = (await say(ws, "four five [sim:tokens=3] [sim:cache_read=10]"))[-1]["response"]["usage"]
     third = (await say(ws, "six"))[-1]["response"]["usage"]  # directives apply to one response only
@@ -130,7 +111,7 @@ async def test_output_token_limits_cap_the_response(make_client, session, respon
     client = await make_client()
     ws = await connect(client)
     await ws.send_json({"type": "session.update", "session": {"modalities": ["text"], **session}})
-    await receive(ws)
+    await ws_receive(ws)
     events = await say(ws, "hi", **response)
     assert events[-1]["response"]["usage"]["output_tokens"] == tokens
     await ws.close()
@@ -153,15 +134,15 @@ async def test_bad_events_get_error_events_and_the_session_goes_on(make_client, 
     ws = await connect(client)
     await ws.send_json(event)
     if code is None:  # the item is fine; its directive fails the response
-        assert (await receive(ws))["type"] == "conversation.item.created"
+        assert (await ws_receive(ws))["type"] == "conversation.item.created"
         await ws.send_json({"type": "response.create"})
         code = "invalid_directive"
-    error = await receive(ws)
+    error = await ws_receive(ws)
     assert error["type"] == "error" and error["error"]["code"] == code
     if isinstance(event, dict) and "event_id" in event:
         assert error["error"]["event_id"] == "evt_1"
     await ws.send_json(TEXT_ONLY)
-    assert (await receive(ws))["type"] == "session.updated"
+    assert (await ws_receive(ws))["type"] == "session.updated"
     await ws.close()
 
 
@@ -169,7 +150,7 @@ async def test_handshake_and_client_events_are_recorded(make_client):
     client = await make_client()
     ws = await connect(client)
     await ws.send_json(TEXT_ONLY)
-    await receive(ws)
+    await ws_receive(ws)
     await ws.send_bytes(b"abcd")
     await ws.receive()
     await ws.close()
@@ -188,7 +169,7 @@ async def test_handshake_without_bearer_is_401(make_client, headers):
     with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
         await client.ws_connect(PATH, headers=headers)
     assert refused.value.status == 401
-    [record] = await records(client)
+    [record] = await sim_records(client)
     assert record["outcome"] == "error"
 
 
@@ -219,11 +200,11 @@ async def test_close_after_closes_the_session_cleanly(make_client, handler_cance
     client = await make_client(handler_cancellation=handler_cancellation)
     ws = await connect(client)
     await ws.send_json(TEXT_ONLY)
-    await receive(ws)
+    await ws_receive(ws)
     await ws.send_json(user_item("bye [sim:close_after=2]"))
-    await receive(ws)
+    await ws_receive(ws)
     await ws.send_json({"type": "response.create"})
-    events = [await receive(ws) for _ in range(5)]
+    events = [await ws_receive(ws) for _ in range(5)]
     assert [e["type"] for e in events] == TEXT_RESPONSE + ["response.text.delta"] * 2
     closing = await ws.receive()
     assert closing.type is aiohttp.WSMsgType.CLOSE and closing.data == 1000
@@ -235,11 +216,11 @@ async def test_drop_after_aborts_the_connection(make_client, handler_cancellatio
     client = await make_client(handler_cancellation=handler_cancellation)
     ws = await connect(client)
     await ws.send_json(TEXT_ONLY)
-    await receive(ws)
+    await ws_receive(ws)
     await ws.send_json(user_item("[sim:drop_after=1]"))
-    await receive(ws)
+    await ws_receive(ws)
     await ws.send_json({"type": "response.create"})
-    events = [await receive(ws) for _ in range(4)]
+    events = [await ws_receive(ws) for _ in range(4)]
     assert events[-1]["type"] == "response.text.delta"
     gone = await ws.receive()
     assert gone.type in (aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR)  # no close frame
@@ -251,11 +232,11 @@ async def test_hang_after_stops_the_response_but_not_the_session(make_client):
     client = await make_client()
     ws = await connect(client)
     await ws.send_json(TEXT_ONLY)
-    await receive(ws)
+    await ws_receive(ws)
     await ws.send_json(user_item("wait [sim:hang_after=1]"))
-    await receive(ws)
+    await ws_receive(ws)
     await ws.send_json({"type": "response.create"})
-    assert [(await receive(ws))["type"] for _ in range(4)][-1] == "response.text.delta"
+    assert [(await ws_receive(ws))["type"] for _ in range(4)][-1] == "response.text.delta"
     await ws.send_json({"type": "session.update", "session": {"instructions": "x"}})
-    assert (await receive(ws))["type"] == "session.updated"  # nothing more of the response came
+    assert (await ws_receive(ws))["type"] == "session.updated"  # nothing more of the response came
     await ws.close()

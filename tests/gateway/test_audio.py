@@ -21,7 +21,7 @@ from simulator.mp3 import CYCLE_BYTES, CYCLE_FRAMES, FRAME_DURATION_S, frames_fo
     silent_mp3
 from simulator.openai_audio import split
 from simulator.textgen import completion_text
-from support import auth, decimal_json
+from support import auth, decimal_json, transcription_form
 
 openai = pytest.importorskip("openai")
 
@@ -58,18 +58,6 @@ def speech_body(text: str = "hello there", **extra) -> dict:
 def speech_audio(text: str) -> bytes:
     """The simulator's MP3 for `text` (0.06 s a character)."""
     return silent_frames(frames_for(len(text) * 0.06))
-
-
-def form(audio: bytes, *, file_first: bool = False, model: str = "whisper-1", **fields: str) -> aiohttp.FormData:
-    data = aiohttp.FormData()
-    if file_first:
-        data.add_field("file", audio, filename="talk.mp3", content_type="audio/mpeg")
-    data.add_field("model", model)
-    for name, value in fields.items():
-        data.add_field(name, value)
-    if not file_first:
-        data.add_field("file", audio, filename="talk.mp3", content_type="audio/mpeg")
-    return data
 
 
 def minute_cost(audio: bytes) -> Decimal:
@@ -192,7 +180,7 @@ async def test_sdk_transcribes_an_mp3_billed_per_minute(client, gateway, org, si
 @pytest.mark.parametrize("file_first", [False, True], ids=["streamed", "spooled"])
 async def test_fields_are_forwarded_whatever_their_order(gateway, org, simulator, file_first):
     audio = silent_mp3(3)
-    data = form(audio, file_first=file_first, language="en", prompt="names: Ada", temperature="0.2")
+    data = transcription_form(audio, file_first=file_first, language="en", prompt="names: Ada", temperature="0.2")
     response = await gateway.client.post(TRANSCRIBE, data=data, headers=auth(org["api_key"]))
     body = decimal_json(await response.read())
     assert response.status == 200
@@ -217,7 +205,7 @@ async def test_fields_after_a_streamed_file_follow_it_upstream(gateway, org, sim
 
 async def test_verbose_json_passes_through_with_cost(gateway, org, simulator):
     audio = silent_mp3(12)
-    response = await gateway.client.post(TRANSCRIBE, data=form(audio, response_format="verbose_json"),
+    response = await gateway.client.post(TRANSCRIBE, data=transcription_form(audio, response_format="verbose_json"),
                                          headers=auth(org["api_key"]))
     body = decimal_json(await response.read())
     assert body["duration"] == Decimal(str(round(mp3_duration_s(audio), 3)))
@@ -227,11 +215,11 @@ async def test_verbose_json_passes_through_with_cost(gateway, org, simulator):
 @pytest.mark.parametrize("response_format", ["srt", "vtt"])
 async def test_subtitles_match_what_the_provider_itself_would_send(gateway, org, simulator, response_format):
     audio = silent_mp3(12)
-    response = await gateway.client.post(TRANSCRIBE, data=form(audio, response_format=response_format),
+    response = await gateway.client.post(TRANSCRIBE, data=transcription_form(audio, response_format=response_format),
                                          headers=auth(org["api_key"]))
     assert response.headers["Content-Type"] == "text/plain; charset=utf-8"
     direct = await gateway.client.session.post(simulator.make_url(TRANSCRIBE), headers=auth("sk-direct"),
-                                               data=form(audio, response_format=response_format))
+                                               data=transcription_form(audio, response_format=response_format))
     assert await response.text() == await direct.text()
     sent = (await upstream_requests(gateway, simulator))[0]
     assert sent["body"]["response_format"] == "verbose_json"  # the format that reports the duration
@@ -278,7 +266,7 @@ async def test_a_20_mb_upload_streams_through_in_bounded_memory(gateway, org, si
 
 
 async def test_a_26_mb_upload_with_its_length_declared_is_413_before_any_upstream_call(gateway, org, simulator):
-    data = form(bytes(26 * 1024 * 1024))
+    data = transcription_form(bytes(26 * 1024 * 1024))
     response = await gateway.client.post(TRANSCRIBE, data=data, headers=auth(org["api_key"]))
     assert response.status == 413
     assert (await response.json())["error"]["param"] == "file"
@@ -296,7 +284,7 @@ async def test_an_upload_expecting_100_continue_is_told_413_before_sending_its_b
     status_line = await asyncio.wait_for(reader.readline(), 5)
     writer.close()
     assert status_line.startswith(b"HTTP/1.1 413")
-    small = await gateway.client.post(TRANSCRIBE, data=form(silent_mp3(1)), expect100=True,
+    small = await gateway.client.post(TRANSCRIBE, data=transcription_form(silent_mp3(1)), expect100=True,
                                       headers=auth(org["api_key"]))
     assert small.status == 200
     assert len(await upstream_requests(gateway, simulator)) == 1
@@ -328,7 +316,7 @@ async def test_a_streamed_upload_past_25_mb_is_413_and_abandons_the_upstream_cal
 
 @pytest.mark.parametrize(("directive", "status"), [("[sim:status=429]", 429), ("[sim:status=503]", 502)])
 async def test_transcription_upstream_failures_are_mapped_and_not_charged(gateway, org, directive, status):
-    response = await gateway.client.post(TRANSCRIBE, data=form(silent_mp3(1), prompt=directive),
+    response = await gateway.client.post(TRANSCRIBE, data=transcription_form(silent_mp3(1), prompt=directive),
                                          headers=auth(org["api_key"]))
     assert response.status == status
     error = (await response.json())["error"]
@@ -350,10 +338,10 @@ def _without(part: str) -> aiohttp.FormData:
 @pytest.mark.parametrize(("data", "param"), [
     (_without("model"), "model"),
     (_without("file"), "file"),
-    (form(b"abc", model="gpt-4o-mini"), "model"),
-    (form(b"abc", response_format="xml"), "response_format"),
-    (form(b"abc", temperature="hot"), "temperature"),
-    (form(b"abc", stream="true"), "stream"),
+    (transcription_form(b"abc", model="gpt-4o-mini"), "model"),
+    (transcription_form(b"abc", response_format="xml"), "response_format"),
+    (transcription_form(b"abc", temperature="hot"), "temperature"),
+    (transcription_form(b"abc", stream="true"), "stream"),
 ])
 async def test_invalid_transcription_forms_are_400_without_upstream_call(gateway, org, simulator, data, param):
     response = await gateway.client.post(TRANSCRIBE, data=data, headers=auth(org["api_key"]))
@@ -379,7 +367,7 @@ async def test_token_priced_transcription_is_billed_by_tokens(make_gateway, conf
     gateway = await make_gateway(msgspec.structs.replace(
         config, catalogue=msgspec.structs.replace(config.catalogue, path=str(path))))
     org = await gateway.new_org("1")
-    response = await gateway.client.post(TRANSCRIBE, data=form(bytes(32_000), model="gpt-4o-transcribe"),
+    response = await gateway.client.post(TRANSCRIBE, data=transcription_form(bytes(32_000), model="gpt-4o-transcribe"),
                                          headers=auth(org["api_key"]))
     usage = decimal_json(await response.read())["usage"]
     assert (usage["input_tokens"], usage["output_tokens"]) == (20, 4)  # 2 s of audio, 4 words
@@ -403,7 +391,7 @@ async def test_an_orgs_own_openai_key_pays_for_its_media_requests(make_gateway, 
     await gateway.ledger.follower.catch_up()
     headers = auth(org["api_key"])
     for path, kwargs in [("/v1/embeddings", {"json": {"model": "text-embedding-3-small", "input": "x"}}),
-                         (SPEECH, {"json": speech_body()}), (TRANSCRIBE, {"data": form(silent_mp3(1))})]:
+                         (SPEECH, {"json": speech_body()}), (TRANSCRIBE, {"data": transcription_form(silent_mp3(1))})]:
         response = await gateway.client.post(path, headers=headers, **kwargs)
         assert response.status == 200, await response.text()
         await response.read()
@@ -418,7 +406,7 @@ async def test_upstream_silence_after_the_upload_is_504(make_gateway, config):
     gateway = await make_gateway(msgspec.structs.replace(
         config, providers=msgspec.structs.replace(config.providers, openai=openai_config)))
     org = await gateway.new_org("10")
-    response = await gateway.client.post(TRANSCRIBE, data=form(silent_mp3(1), prompt="[sim:hang]"),
+    response = await gateway.client.post(TRANSCRIBE, data=transcription_form(silent_mp3(1), prompt="[sim:hang]"),
                                          headers=auth(org["api_key"]))
     assert response.status == 504
     assert (await response.json())["error"]["type"] == "gateway_error"

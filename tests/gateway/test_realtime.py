@@ -19,7 +19,9 @@ from ledger.events import RequestCompleted
 from ledger.money import from_nano
 from ledger.sqlite import SQLiteRecorder
 from simulator.textgen import completion_text
-from support import PROVIDER_KEY, auth, chat_body, decimal_json, poll, request_events, upstream_requests
+from support import (
+    PROVIDER_KEY, auth, chat_body, decimal_json, poll, request_events, upstream_requests, ws_receive, ws_until,
+)
 
 MODEL = "gpt-4o-realtime-preview"
 PATH = f"/v1/realtime?model={MODEL}"
@@ -50,41 +52,28 @@ async def connect(gateway, key: str, **kwargs) -> aiohttp.ClientWebSocketRespons
     """A session through the gateway, past the relayed session.created."""
     kwargs.setdefault("headers", auth(key))
     ws = await gateway.client.ws_connect(PATH, **kwargs)
-    assert (await receive(ws))["type"] == "session.created"
+    assert (await ws_receive(ws))["type"] == "session.created"
     return ws
-
-
-async def receive(ws) -> dict[str, Any]:
-    message = await ws.receive()
-    assert message.type is aiohttp.WSMsgType.TEXT, message
-    return orjson.loads(message.data)
-
-
-async def until(ws, event_type: str) -> list[dict[str, Any]]:
-    events = [await receive(ws)]
-    while events[-1]["type"] != event_type:
-        events.append(await receive(ws))
-    return events
 
 
 async def text_session(gateway, key: str) -> aiohttp.ClientWebSocketResponse:
     ws = await connect(gateway, key)
     await ws.send_json(TEXT_ONLY)
-    assert (await receive(ws))["type"] == "session.updated"
+    assert (await ws_receive(ws))["type"] == "session.updated"
     return ws
 
 
 async def ask(ws, text: str) -> list[dict[str, Any]]:
     """One user item and a response.create; the events up to the first delta."""
     await ws.send_json(user_item(text))
-    assert (await receive(ws))["type"] == "conversation.item.created"
+    assert (await ws_receive(ws))["type"] == "conversation.item.created"
     await ws.send_json(RESPONSE_CREATE)
-    return [await receive(ws) for _ in range(len(OPENING) + 1)]
+    return [await ws_receive(ws) for _ in range(len(OPENING) + 1)]
 
 
 async def say(ws, text: str) -> list[dict[str, Any]]:
     """One full response: every event up to response.done."""
-    return await ask(ws, text) + await until(ws, "response.done")
+    return await ask(ws, text) + await ws_until(ws, "response.done")
 
 
 async def recorded(gateway, count: int = 1) -> list:
@@ -191,7 +180,7 @@ async def test_provider_closing_ends_the_client_session_cleanly(gateway, org):
     ws = await text_session(gateway, org["api_key"])
     await say(ws, "one two three")
     await ask(ws, "bye [sim:close_after=2]")
-    assert (await receive(ws))["type"] == "response.text.delta"
+    assert (await ws_receive(ws))["type"] == "response.text.delta"
     closing = await ws.receive()
     assert (closing.type, closing.data) == (aiohttp.WSMsgType.CLOSE, 1000)
     [event] = await recorded(gateway)
