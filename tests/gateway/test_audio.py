@@ -16,12 +16,11 @@ from gateway import admin
 from gateway.catalogue import SHIPPED_PATH
 from gateway.sealing import Sealer
 from gateway.upload import MAX_FILE_BYTES
-from ledger.events import RequestCompleted
 from simulator.mp3 import CYCLE_BYTES, CYCLE_FRAMES, FRAME_DURATION_S, frames_for, mp3_duration_s, silent_frames, \
     silent_mp3
 from simulator.openai_audio import split
 from simulator.textgen import completion_text
-from support import auth, decimal_json, transcription_form
+from support import auth, decimal_json, request_events, transcription_form, upstream_requests
 
 openai = pytest.importorskip("openai")
 
@@ -34,14 +33,6 @@ SPEECH, TRANSCRIBE = "/v1/audio/speech", "/v1/audio/transcriptions"
 @pytest.fixture
 def client(gateway, org):
     return openai.AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=org["api_key"], max_retries=0)
-
-
-async def upstream_requests(gateway, simulator) -> list[dict]:
-    return (await (await gateway.client.session.get(simulator.make_url("/_sim/requests"))).json())["data"]
-
-
-async def request_events(gateway) -> list[RequestCompleted]:
-    return [r.event for r in await gateway.events() if isinstance(r.event, RequestCompleted)]
 
 
 async def wait_for(probe, accept=bool, timeout: float = 5.0):

@@ -9,9 +9,8 @@ import pytest
 
 from gateway.errors import UpstreamError
 from gateway.providers.openai import embedding_reply
-from ledger.events import RequestCompleted
 from simulator.openai_embeddings import vector
-from support import auth, decimal_json
+from support import auth, decimal_json, request_events, upstream_requests
 
 openai = pytest.importorskip("openai")
 
@@ -23,14 +22,6 @@ SMALL = "text-embedding-3-small"
 @pytest.fixture
 def client(gateway, org):
     return openai.AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=org["api_key"], max_retries=0)
-
-
-async def upstream_requests(gateway, simulator) -> list[dict]:
-    return (await (await gateway.client.session.get(simulator.make_url("/_sim/requests"))).json())["data"]
-
-
-async def request_events(gateway) -> list[RequestCompleted]:
-    return [r.event for r in await gateway.events() if isinstance(r.event, RequestCompleted)]
 
 
 async def post(gateway, org, **body):
