@@ -48,7 +48,8 @@ CREATE TABLE IF NOT EXISTS orgs (
     credits_inr_nano {BIG}, spent_inr_nano {BIG}, held_inr_nano {BIG}, requests {BIG});
 CREATE TABLE IF NOT EXISTS api_keys (
     key_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, key_hash TEXT NOT NULL UNIQUE, prefix TEXT NOT NULL,
-    name TEXT NOT NULL, admin {BIG}, created_at_us {BIG}, revoked_at_us BIGINT);
+    name TEXT NOT NULL, admin {BIG}, created_at_us {BIG}, revoked_at_us BIGINT, last_used_at_us BIGINT);
+ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS last_used_at_us BIGINT;
 CREATE TABLE IF NOT EXISTS request_log (
     request_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, position {BIG}, key_id TEXT NOT NULL,
     created_at_us {BIG}, route TEXT NOT NULL, model TEXT NOT NULL, provider TEXT NOT NULL,
@@ -71,12 +72,16 @@ CREATE TABLE IF NOT EXISTS provider_keys (
     PRIMARY KEY (org_id, provider));
 CREATE TABLE IF NOT EXISTS key_limits (
     key_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, requests_per_minute {BIG}, tokens_per_minute {BIG});
+CREATE TABLE IF NOT EXISTS usage_daily (
+    org_id TEXT NOT NULL, day {BIG}, route TEXT NOT NULL, model TEXT NOT NULL, status {BIG},
+    requests {BIG}, prompt_tokens {BIG}, completion_tokens {BIG}, cost_usd_nano {BIG},
+    charged_inr_nano {BIG}, PRIMARY KEY (org_id, day, route, model, status));
 CREATE INDEX IF NOT EXISTS request_log_by_org ON request_log (org_id, position);
 CREATE INDEX IF NOT EXISTS music_tracks_by_org ON music_tracks (org_id, position);
 CREATE INDEX IF NOT EXISTS music_tracks_hosted ON music_tracks (created_at_us)
     WHERE storage = 's3' AND error = 0 AND expired_at_us IS NULL;
 CREATE INDEX IF NOT EXISTS content_kept ON content (created_at_us) WHERE body IS NOT NULL;
-"""
+""" + projections.REQUEST_LOG_FILTERS
 INSERT_EVENT = ("INSERT INTO events (position, stream_id, version, type, recorded_at_us, data, hash)"
                 " VALUES ($1, $2, $3, $4, $5, $6, $7)")
 INSERT_CONTENT = ("INSERT INTO content (content_id, stream_id, sha256, body, created_at_us)"
@@ -142,6 +147,8 @@ class PostgresRecorder(Recorder):
             if found < SCHEMA_VERSION and migrate:
                 await db.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
                 await db.execute(SCHEMA)
+                for statement in projections.BACKFILL_V5 if found else ():
+                    await db.execute(statement)
                 await db.execute(SCHEMA_VERSIONS)
                 await db.execute("INSERT INTO ledger_schema (version, applied_at_us) VALUES ($1, $2)",
                                  SCHEMA_VERSION, time.time_ns() // 1000)

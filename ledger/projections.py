@@ -17,7 +17,9 @@ from ledger.recorder import Recorded
 # Statements run in phases: rows are created before anything updates them, so statements
 # of one kind can be batched into a single executemany without changing the result.
 # MARK updates rows that LOG inserts (a replayed batch may hold a track and its expiry).
-CREATE, UPDATE, LOG, MARK = 0, 1, 2, 3
+# TOUCH and ROLLUP have a phase each so a batch of requests runs each statement as one executemany.
+CREATE, UPDATE, LOG, MARK, TOUCH, ROLLUP = 0, 1, 2, 3, 4, 5
+US_PER_DAY = 86_400_000_000
 
 
 class Statement(NamedTuple):
@@ -36,7 +38,14 @@ TABLES: dict[str, str] = {
     "media_expired": "request_id",
     "provider_keys": "org_id, provider",
     "key_limits": "key_id",
+    "usage_daily": "org_id, day, route, model, status",
 }
+
+# The request log's filters (route, model, status) each read one index in position order, so a
+# page of a filtered log costs the same at any depth and any size of history.
+REQUEST_LOG_FILTERS = "".join(
+    f"CREATE INDEX IF NOT EXISTS request_log_by_{column} ON request_log (org_id, {column}, position);\n"
+    for column in ("route", "model", "status"))
 
 # What an org may still reserve: the credit not yet spent nor held.
 AVAILABLE = "credits_inr_nano - spent_inr_nano - held_inr_nano"
@@ -78,6 +87,31 @@ INSERT_KEY = ("INSERT INTO api_keys (key_id, org_id, key_hash, prefix, name, adm
 # A revocation only acts within its own org's stream, so one org can never revoke another's key.
 REVOKE_KEY = ("UPDATE api_keys SET revoked_at_us = ? WHERE key_id = ? AND org_id = ?"
               " AND revoked_at_us IS NULL")
+# Every request of a batch is recorded at the same instant: only the first changes the row.
+TOUCH_KEY = ("UPDATE api_keys SET last_used_at_us = ? WHERE key_id = ? AND org_id = ?"
+             " AND (last_used_at_us IS NULL OR last_used_at_us < ?)")
+# Per org, UTC day, route, model and status: what the dashboard's overview sums, so it reads a
+# few rows a day instead of scanning the request log.
+ADD_DAILY_USAGE = (
+    "INSERT INTO usage_daily (org_id, day, route, model, status, requests, prompt_tokens,"
+    " completion_tokens, cost_usd_nano, charged_inr_nano) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?)"
+    " ON CONFLICT (org_id, day, route, model, status) DO UPDATE SET"
+    " requests = usage_daily.requests + 1,"
+    " prompt_tokens = usage_daily.prompt_tokens + excluded.prompt_tokens,"
+    " completion_tokens = usage_daily.completion_tokens + excluded.completion_tokens,"
+    " cost_usd_nano = usage_daily.cost_usd_nano + excluded.cost_usd_nano,"
+    " charged_inr_nano = usage_daily.charged_inr_nano + excluded.charged_inr_nano")
+# Schema version 5 added the two projections above; a store upgraded from an older version
+# fills them from the request log, exactly as a replay of its events would.
+BACKFILL_V5 = (
+    "UPDATE api_keys SET last_used_at_us = (SELECT MAX(r.created_at_us) FROM request_log r"
+    " WHERE r.key_id = api_keys.key_id AND r.org_id = api_keys.org_id)",
+    "DELETE FROM usage_daily",
+    f"INSERT INTO usage_daily (org_id, day, route, model, status, requests, prompt_tokens,"
+    f" completion_tokens, cost_usd_nano, charged_inr_nano) SELECT org_id, created_at_us / {US_PER_DAY},"
+    f" route, model, status, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(cost_usd_nano),"
+    f" SUM(charged_inr_nano) FROM request_log GROUP BY org_id, created_at_us / {US_PER_DAY}, route, model, status",
+)
 INSERT_REQUEST = (
     "INSERT INTO request_log (request_id, org_id, position, key_id, created_at_us, route, model,"
     " provider, status, stream, prompt_tokens, completion_tokens, cost_usd_nano, cost_inr_nano,"
@@ -102,7 +136,9 @@ def statements(recorded: Recorded) -> list[Statement]:
             return [Statement(UPDATE, REVOKE_KEY, (at, key_id, org))]
         case RequestCompleted() as e:
             return [Statement(UPDATE, ADD_SPEND, (e.charged_inr_nano, org)),
-                    Statement(LOG, INSERT_REQUEST, _request_row(recorded, e))]
+                    Statement(LOG, INSERT_REQUEST, _request_row(recorded, e)),
+                    Statement(TOUCH, TOUCH_KEY, (at, e.key_id, org, at)),
+                    Statement(ROLLUP, ADD_DAILY_USAGE, _usage_row(recorded, e))]
         case CreditsHeld(amount_inr_nano=amount):
             return [Statement(UPDATE, ADD_HELD, (amount, org))]
         case HoldReleased(amount_inr_nano=amount):
@@ -138,6 +174,11 @@ def _request_row(recorded: Recorded, e: RequestCompleted) -> tuple:
             e.route, e.model, e.provider, e.status, int(e.stream), e.prompt_tokens,
             e.completion_tokens, e.cost_usd_nano, e.cost_inr_nano, e.charged_inr_nano,
             e.usd_to_inr, e.latency_ms, e.error, e.content_id)
+
+
+def _usage_row(recorded: Recorded, e: RequestCompleted) -> tuple:
+    return (recorded.stream_id, recorded.recorded_at_us // US_PER_DAY, e.route, e.model, e.status,
+            e.prompt_tokens, e.completion_tokens, e.cost_usd_nano, e.charged_inr_nano)
 
 
 def grouped(recorded: Iterable[Recorded]) -> list[tuple[str, list[tuple]]]:

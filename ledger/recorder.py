@@ -19,7 +19,7 @@ from ledger.events import CreditsHeld, Event, encode_event, event_type
 GENESIS_HASH = bytes(32)
 # The version of the stored schema this code needs. Bump it with every schema change; a
 # migrating open (`gateway ledger migrate`, or any command on first use) brings a store up to it.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SCHEMA_VERSIONS = "CREATE TABLE IF NOT EXISTS ledger_schema (version INTEGER NOT NULL, applied_at_us BIGINT NOT NULL)"
 CURRENT_VERSION = "SELECT COALESCE(MAX(version), 0) FROM ledger_schema"
 

@@ -59,7 +59,7 @@ CREATE TABLE IF NOT EXISTS secrets (
             " requests INTEGER NOT NULL",
     "api_keys": "key_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, key_hash TEXT NOT NULL UNIQUE,"
                 " prefix TEXT NOT NULL, name TEXT NOT NULL, admin INTEGER NOT NULL,"
-                " created_at_us INTEGER NOT NULL, revoked_at_us INTEGER",
+                " created_at_us INTEGER NOT NULL, revoked_at_us INTEGER, last_used_at_us INTEGER",
     "request_log": "request_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, position INTEGER NOT NULL,"
                    " key_id TEXT NOT NULL, created_at_us INTEGER NOT NULL, route TEXT NOT NULL,"
                    " model TEXT NOT NULL, provider TEXT NOT NULL, status INTEGER NOT NULL,"
@@ -83,10 +83,14 @@ CREATE TABLE IF NOT EXISTS secrets (
                      " set_at_us INTEGER NOT NULL, PRIMARY KEY (org_id, provider)",
     "key_limits": "key_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, requests_per_minute INTEGER NOT NULL,"
                   " tokens_per_minute INTEGER NOT NULL",
+    "usage_daily": "org_id TEXT NOT NULL, day INTEGER NOT NULL, route TEXT NOT NULL, model TEXT NOT NULL,"
+                   " status INTEGER NOT NULL, requests INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL,"
+                   " completion_tokens INTEGER NOT NULL, cost_usd_nano INTEGER NOT NULL,"
+                   " charged_inr_nano INTEGER NOT NULL, PRIMARY KEY (org_id, day, route, model, status)",
 }.items()) + """
 CREATE INDEX IF NOT EXISTS request_log_by_org ON request_log (org_id, position);
 CREATE INDEX IF NOT EXISTS music_tracks_by_org ON music_tracks (org_id, position);
-"""
+""" + projections.REQUEST_LOG_FILTERS
 # Only what is still due sits in these partial indexes, so a sweep pass costs time in
 # proportion to what it has to do, not to the size of history.
 INDEXES = """
@@ -163,7 +167,6 @@ class SQLiteRecorder(Recorder):
             await self._writer.executescript(SCHEMA)
             await self._migrate()
             await self._writer.executescript(INDEXES)
-            await self._record_version()
         elif (found := await self._version()) != SCHEMA_VERSION:
             await self.close()
             raise out_of_date(found)
@@ -174,11 +177,6 @@ class SQLiteRecorder(Recorder):
         [(version,)] = await self._writer.execute_fetchall(CURRENT_VERSION)
         return version
 
-    async def _record_version(self) -> None:
-        if await self._version() < SCHEMA_VERSION:
-            await self._writer.execute("INSERT INTO ledger_schema (version, applied_at_us) VALUES (?, ?)",
-                                       (SCHEMA_VERSION, time.time_ns() // 1000))
-
     async def _connect(self) -> aiosqlite.Connection:
         db = await aiosqlite.connect(self.path, isolation_level=None)
         await db.execute("PRAGMA busy_timeout = 30000")
@@ -187,22 +185,33 @@ class SQLiteRecorder(Recorder):
         return db
 
     async def _migrate(self) -> None:
-        """Bring a ledger made by an earlier version up to this schema."""
+        """Bring a ledger made by an earlier version up to this schema, once."""
         db = self._writer
-        if await self._content_has_times():
+        if await self._version() >= SCHEMA_VERSION:
             return  # current: opening never waits for the write lock of a busy writer
         await db.execute("BEGIN IMMEDIATE")  # another process may be opening the same file
         try:
-            for statement in BACKFILL_CONTENT_TIMES if not await self._content_has_times() else ():
-                await db.execute(statement)
+            if await self._version() < SCHEMA_VERSION:  # it may have migrated while we waited
+                await self._upgrade()
+                await db.execute("INSERT INTO ledger_schema (version, applied_at_us) VALUES (?, ?)",
+                                 (SCHEMA_VERSION, time.time_ns() // 1000))
             await db.commit()
         except BaseException:
             await db.rollback()
             raise
 
-    async def _content_has_times(self) -> bool:
-        columns = await self._writer.execute_fetchall("PRAGMA table_info(content)")
-        return any(column[1] == "created_at_us" for column in columns)
+    async def _upgrade(self) -> None:
+        if not await self._has_column("content", "created_at_us"):
+            for statement in BACKFILL_CONTENT_TIMES:
+                await self._writer.execute(statement)
+        if not await self._has_column("api_keys", "last_used_at_us"):
+            await self._writer.execute("ALTER TABLE api_keys ADD COLUMN last_used_at_us INTEGER")
+        for statement in projections.BACKFILL_V5:
+            await self._writer.execute(statement)
+
+    async def _has_column(self, table: str, column: str) -> bool:
+        columns = await self._writer.execute_fetchall(f"PRAGMA table_info({table})")
+        return any(row[1] == column for row in columns)
 
     async def close(self) -> None:
         for db in {id(c): c for c in (self._reader, self._writer) if c}.values():

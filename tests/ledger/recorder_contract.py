@@ -578,3 +578,39 @@ class RecorderContract(abc.ABC):
         assert await recorder.fetch("SELECT key_id, org_id, requests_per_minute, tokens_per_minute FROM key_limits") == [
             ("k1", "acme", 7, 90)]
         assert (await audit.verify(recorder))[1] == []
+
+    async def test_requests_roll_up_per_org_day_route_model_and_status_and_touch_their_key(self, recorder):
+        await append_ok(recorder, unit("acme", org(), key("k1"), key("k2")), unit("beta", org(), key("b1")))
+        await append_ok(recorder, unit("acme", request("r1", charged=100, prompt_tokens=3, completion_tokens=2,
+                                                       cost_usd_nano=7)),
+                        unit("acme", request("r2", charged=50, prompt_tokens=1, cost_usd_nano=4)),
+                        unit("acme", request("r3", status=502, error="upstream failed")),
+                        unit("beta", request("r4", key_id="b1", charged=9)))
+        [(at,)] = await recorder.fetch("SELECT recorded_at_us FROM events WHERE position = 6")
+        day = at // projections.US_PER_DAY
+        assert await recorder.fetch("SELECT * FROM usage_daily ORDER BY org_id, status") == [
+            ("acme", day, "/v1/chat/completions", "gpt-test", 200, 2, 4, 2, 11, 150),
+            ("acme", day, "/v1/chat/completions", "gpt-test", 502, 1, 0, 0, 0, 0),
+            ("beta", day, "/v1/chat/completions", "gpt-test", 200, 1, 0, 0, 0, 9)]
+        assert await recorder.fetch("SELECT key_id, last_used_at_us FROM api_keys ORDER BY key_id") == [
+            ("b1", at), ("k1", at), ("k2", None)]
+        assert (await audit.verify(recorder))[1] == []
+
+    async def test_a_version_4_store_is_upgraded_with_its_rollups_filled_from_the_log(self, tmp_path, recorder):
+        await populate(recorder)
+        await append_ok(recorder, unit("acme", request("r5", key_id="k2", charged=3)))
+        expected = await projection_tables(recorder)
+        await recorder.close()
+        for sql in ("DROP TABLE usage_daily", "ALTER TABLE api_keys DROP COLUMN last_used_at_us",
+                    "DELETE FROM ledger_schema", "INSERT INTO ledger_schema (version, applied_at_us) VALUES (4, 0)"):
+            await self.execute_raw(tmp_path, sql)
+        with pytest.raises(SchemaOutOfDate):
+            await self.make_recorder(tmp_path).open(migrate=False)
+        upgraded = self.make_recorder(tmp_path)
+        await upgraded.open()
+        try:
+            assert await projection_tables(upgraded) == expected
+            assert expected["usage_daily"] and any(row[-1] for row in expected["api_keys"])
+            assert (await audit.verify(upgraded))[1] == []
+        finally:
+            await upgraded.close()

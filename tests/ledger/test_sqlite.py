@@ -132,9 +132,10 @@ async def test_opening_a_ledger_whose_content_has_no_times_backfills_them(ledger
     await old.open()
     await append_ok(old, unit("acme", org(), request("r1", content_id="c1"), contents=[content("c1", b"hi")]))
     await old.close()
-    # The content table as the first release made it: no created_at_us column.
+    # The content table as the first release made it (no created_at_us column, no schema versions).
     run_sql(ledger_path, "CREATE TABLE content_old AS SELECT content_id, stream_id, sha256, body,"
-            " removed_at_us FROM content", "DROP TABLE content", "ALTER TABLE content_old RENAME TO content")
+            " removed_at_us FROM content", "DROP TABLE content", "ALTER TABLE content_old RENAME TO content",
+            "DROP TABLE ledger_schema")
     upgraded = SQLiteRecorder(str(ledger_path))
     await upgraded.open()
     try:
