@@ -28,7 +28,7 @@ async def create_org(recorder: Recorder, name: str, credits_inr: str = "0",
     amount = _amount(credits_inr, allow_zero=True)
     _check_retention(retention)
     org_id, key, key_id = keys.new_id("org"), keys.new_key(), keys.new_id("key")
-    events = [OrgCreated(name=name, retention=retention), _key_created(key, key_id, admin=True)]
+    events = [OrgCreated(name=name, retention=retention), key_created(key, key_id, admin=True)]
     if amount:
         events.append(CreditsAdded(amount_inr_nano=to_nano(amount), note="opening credits"))
     await _append(recorder, Append(org_id, events, expected_version=0))
@@ -38,7 +38,7 @@ async def create_org(recorder: Recorder, name: str, credits_inr: str = "0",
 async def create_key(recorder: Recorder, org_id: str, name: str = "", admin: bool = False) -> dict:
     await _require_org(recorder, org_id)
     key, key_id = keys.new_key(), keys.new_id("key")
-    await _append(recorder, Append(org_id, [_key_created(key, key_id, admin=admin, name=name)]))
+    await _append(recorder, Append(org_id, [key_created(key, key_id, admin=admin, name=name)]))
     return {"key_id": key_id, "api_key": key, "org_id": org_id}
 
 
@@ -113,7 +113,7 @@ async def balance(recorder: Recorder, org_id: str) -> dict:
             "credits_inr": number(from_nano(credits)), "spent_inr": number(from_nano(spent))}
 
 
-def _key_created(key: str, key_id: str, *, admin: bool, name: str = "") -> ApiKeyCreated:
+def key_created(key: str, key_id: str, *, admin: bool, name: str = "") -> ApiKeyCreated:
     return ApiKeyCreated(key_id=key_id, key_hash=keys.digest(key), prefix=keys.display_prefix(key),
                          name=name, admin=admin)
 

@@ -7,8 +7,8 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from gateway import (
-    audio, chat, embeddings, health, messages, music, music_history, music_request, realtime,
-    transcription, upload,
+    audio, chat, dashboard, embeddings, health, messages, music, music_history, music_request, org_keys,
+    realtime, request_logs, transcription, upload, usage,
 )
 from gateway.errors import ApiError, bad_request
 from gateway.jsonio import encode, loads
@@ -19,6 +19,7 @@ from storage.serving import serve_object
 T = TypeVar("T")
 MAX_BODY_BYTES = music_request.MAX_BODY_BYTES  # the largest any route accepts
 CHAT_BODY_BYTES = 32 * 1024 * 1024
+KEY_BODY_BYTES = 4096
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 
 
@@ -62,8 +63,11 @@ def _param_of(exc: msgspec.ValidationError) -> str | None:
     message = str(exc)
     if " - at `$." in message:
         return message.rpartition(" - at `$.")[2].rstrip("`").split("[")[0].split(".")[0]
-    _, _, field = message.partition("required field `")
-    return field.partition("`")[0] or None
+    for phrase in ("required field `", "unknown field `"):
+        _, _, field = message.partition(phrase)
+        if field:
+            return field.partition("`")[0]
+    return None
 
 
 async def health_check(request: web.Request) -> web.Response:
@@ -145,18 +149,57 @@ async def list_music(request: web.Request) -> web.Response:
     return json_response({"object": "list", "data": items}, headers={"Cache-Control": "no-store"})
 
 
-def _limit(text: str | None, default: int = 30, most: int = music_history.MAX_LIMIT) -> int:
+def _limit(text: str | None, default: int = 30, most: int = music_history.MAX_LIMIT, name: str = "limit") -> int:
     if text is None:
         return default
     if not text.isdigit() or not 1 <= int(text) <= most:
-        raise bad_request(f"limit must be a whole number from 1 to {most}, got {text!r}", "limit")
+        raise bad_request(f"{name} must be a whole number from 1 to {most}, got {text!r}", name)
     return int(text)
 
 
 async def music_content(request: web.Request) -> web.Response:
-    path = await music_history.download_path(request.app[SERVICES], request[CALLER],
-                                             request.match_info["track_id"])
+    path, _ = await music_history.download_link(request.app[SERVICES], request[CALLER],
+                                                request.match_info["track_id"])
     return web.Response(status=302, headers={"Location": path, "Cache-Control": "no-store"})
+
+
+async def music_link(request: web.Request) -> web.Response:
+    """The signed path as JSON, for a page: fetch() cannot read a redirect's Location."""
+    path, expires = await music_history.download_link(request.app[SERVICES], request[CALLER],
+                                                      request.match_info["track_id"])
+    return json_response({"url": path, "expires_at": expires}, headers={"Cache-Control": "no-store"})
+
+
+async def usage_overview(request: web.Request) -> web.Response:
+    days = _limit(request.query.get("days"), usage.DEFAULT_DAYS, usage.MAX_DAYS, "days")
+    body = await usage.overview(request.app[SERVICES], request[CALLER], days)
+    return json_response(body, headers={"Cache-Control": "no-store"})
+
+
+async def list_logs(request: web.Request) -> web.Response:
+    query = request_logs.parse_query(request.query)
+    body = await request_logs.page(request.app[SERVICES], request[CALLER], query)
+    return json_response(body, headers={"Cache-Control": "no-store"})
+
+
+async def get_log(request: web.Request) -> web.Response:
+    body = await request_logs.detail(request.app[SERVICES], request[CALLER], request.match_info["log_id"])
+    return json_response(body, headers={"Cache-Control": "no-store"})
+
+
+async def list_keys(request: web.Request) -> web.Response:
+    body = await org_keys.listing(request.app[SERVICES], request[CALLER])
+    return json_response(body, headers={"Cache-Control": "no-store"})
+
+
+async def create_key(request: web.Request) -> web.Response:
+    _, parsed = await parse_body(request, org_keys.NewKey, KEY_BODY_BYTES)
+    body = await org_keys.create(request.app[SERVICES], request[CALLER], parsed)
+    return json_response(body, status=201, headers={"Cache-Control": "no-store"})
+
+
+async def revoke_key(request: web.Request) -> web.Response:
+    return json_response(await org_keys.revoke(request.app[SERVICES], request[CALLER], request.match_info["key_id"]))
 
 
 async def media(request: web.Request) -> web.StreamResponse:
@@ -195,4 +238,12 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_post("/v1/music", create_music)
     app.router.add_get("/v1/music", list_music)
     app.router.add_get("/v1/music/{track_id}/content", music_content)
+    app.router.add_get("/v1/music/{track_id}/link", music_link)
+    app.router.add_get("/v1/usage", usage_overview)
+    app.router.add_get("/v1/logs", list_logs)
+    app.router.add_get("/v1/logs/{log_id}", get_log)
+    app.router.add_get("/v1/keys", list_keys)
+    app.router.add_post("/v1/keys", create_key)
+    app.router.add_delete("/v1/keys/{key_id}", revoke_key)
+    dashboard.setup_routes(app)
     app.router.add_get("/media/{object_key:.+}", media)  # HEAD is routed with GET

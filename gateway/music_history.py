@@ -81,12 +81,13 @@ async def find_track(services: Services, caller: Caller, track_id: str) -> Track
     return _track(rows[0])
 
 
-async def download_path(services: Services, caller: Caller, track_id: str) -> str:
-    """Where the caller's track can be fetched: a short-lived signed path; 410 once swept."""
+async def download_link(services: Services, caller: Caller, track_id: str) -> tuple[str, int]:
+    """Where the caller's track can be fetched, a short-lived signed path, and until when; 410
+    once swept."""
     track = await find_track(services, caller, track_id)
     if track.expired_at_us is not None:
         raise ApiError(410, f"track {track_id} was deleted after the retention period", type="gone")
     if not track.hosted:
         raise ApiError(404, f"track {track_id} has no hosted audio (storage {track.storage})",
                        type="not_found")
-    return services.signer.path(track.object_key)
+    return services.signer.link(track.object_key)

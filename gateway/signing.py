@@ -25,8 +25,13 @@ class Signer:
 
     def path(self, object_key: str, now: float | None = None) -> str:
         """A download path for `object_key`, valid for ttl_s seconds."""
+        return self.link(object_key, now)[0]
+
+    def link(self, object_key: str, now: float | None = None) -> tuple[str, int]:
+        """A download path for `object_key` and the Unix time it stops working."""
         expires = int((now or time.time()) + self.ttl_s)
-        return f"{MEDIA_PREFIX}{quote(object_key)}?expires={expires}&signature={self._signature(object_key, expires)}"
+        signature = self._signature(object_key, expires)
+        return f"{MEDIA_PREFIX}{quote(object_key)}?expires={expires}&signature={signature}", expires
 
     def check(self, object_key: str, expires: str, signature: str, now: float | None = None) -> bool:
         """True only for an untampered signature that has not expired."""
