@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test bench clean
+.PHONY: install browser run test bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,11 +16,15 @@ install: $(STAMP)
 run: install  ## the gateway + upstream simulator on the embedded default; prints a demo key
 	$(VENV)/bin/gateway demo
 
-test: install  ## every test, against real sockets, SQLite files and services
+browser:  ## Debian's Chromium for tests/browser, when missing (without it they skip; in CI they fail)
+	@bash .ci/install-chromium || echo "Chromium is not installed: the browser tests will skip (and fail in CI)"
+
+test: install browser  ## every test, against real sockets, SQLite files, services and a real browser
 	$(PY) -m pytest
 
 bench: install  ## benchmarks (not part of the test run)
 	$(PY) -m bench.gateway_throughput
+	$(PY) -m bench.log_pages
 
 clean:
 	rm -rf $(VENV) data .pytest_cache

@@ -13,6 +13,7 @@ from ledger.backends import recorder_for
 DEMO_CREDITS_INR = "1000"
 BANNER = """
 Model gateway demo is running at {{url}}
+  dashboard:          {{url}}/dashboard  (sign in with the demo key)
   upstream simulator: {sim}
   demo organization:  {org_id} (credits {credits} INR)
   demo API key:       {key}
