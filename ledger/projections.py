@@ -94,9 +94,9 @@ TOUCH_KEY = ("UPDATE api_keys SET last_used_at_us = ? WHERE key_id = ? AND org_i
 # few rows a day instead of scanning the request log.
 ADD_DAILY_USAGE = (
     "INSERT INTO usage_daily (org_id, day, route, model, status, requests, prompt_tokens,"
-    " completion_tokens, cost_usd_nano, charged_inr_nano) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?)"
+    " completion_tokens, cost_usd_nano, charged_inr_nano) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (org_id, day, route, model, status) DO UPDATE SET"
-    " requests = usage_daily.requests + 1,"
+    " requests = usage_daily.requests + excluded.requests,"
     " prompt_tokens = usage_daily.prompt_tokens + excluded.prompt_tokens,"
     " completion_tokens = usage_daily.completion_tokens + excluded.completion_tokens,"
     " cost_usd_nano = usage_daily.cost_usd_nano + excluded.cost_usd_nano,"
@@ -178,19 +178,38 @@ def _request_row(recorded: Recorded, e: RequestCompleted) -> tuple:
 
 def _usage_row(recorded: Recorded, e: RequestCompleted) -> tuple:
     return (recorded.stream_id, recorded.recorded_at_us // US_PER_DAY, e.route, e.model, e.status,
-            e.prompt_tokens, e.completion_tokens, e.cost_usd_nano, e.charged_inr_nano)
+            1, e.prompt_tokens, e.completion_tokens, e.cost_usd_nano, e.charged_inr_nano)
 
 
 def grouped(recorded: Iterable[Recorded]) -> list[tuple[str, list[tuple]]]:
     """The statements for a batch, phase-ordered and merged into (sql, [params]) runs."""
     ordered = sorted((s for r in recorded for s in statements(r)), key=lambda s: s.phase)
     runs: list[tuple[str, list[tuple]]] = []
-    for statement in ordered:
+    for statement in _merged(ordered):
         if runs and runs[-1][0] == statement.sql:
             runs[-1][1].append(statement.params)
         else:
             runs.append((statement.sql, [statement.params]))
     return runs
+
+
+def _merged(ordered: list[Statement]) -> list[Statement]:
+    """The batch's rollup rows summed per key and its repeated key touches dropped: the tables
+    come out the same, with one write per row instead of one per request. TOUCH and ROLLUP are
+    the last phases, so moving them to the end keeps the order."""
+    sums: dict[tuple, tuple] = {}
+    touches: dict[tuple, None] = {}
+    rest = []
+    for statement in ordered:
+        if statement.sql == ADD_DAILY_USAGE:
+            key, amounts = statement.params[:5], statement.params[5:]
+            sums[key] = tuple(map(sum, zip(sums.get(key, (0,) * len(amounts)), amounts)))
+        elif statement.sql == TOUCH_KEY:
+            touches[statement.params] = None
+        else:
+            rest.append(statement)
+    return [*rest, *(Statement(TOUCH, TOUCH_KEY, params) for params in touches),
+            *(Statement(ROLLUP, ADD_DAILY_USAGE, key + amounts) for key, amounts in sums.items())]
 
 
 def select_all(table: str) -> str:
