@@ -20,6 +20,7 @@ T = TypeVar("T")
 MAX_BODY_BYTES = music_request.MAX_BODY_BYTES  # the largest any route accepts
 CHAT_BODY_BYTES = 32 * 1024 * 1024
 KEY_BODY_BYTES = 4096
+NO_STORE = {"Cache-Control": "no-store"}  # account data: never kept by a browser or a proxy
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 
 
@@ -73,7 +74,7 @@ def _param_of(exc: msgspec.ValidationError) -> str | None:
 async def health_check(request: web.Request) -> web.Response:
     skip = {part.strip() for part in request.query.get("skip", "").split(",") if part.strip()}
     status, body = await health.report(request.app[SERVICES], skip)
-    return json_response(body, status, headers={"Cache-Control": "no-store"})
+    return json_response(body, status, headers=NO_STORE)
 
 
 async def list_models(request: web.Request) -> web.Response:
@@ -146,7 +147,7 @@ async def create_music(request: web.Request) -> web.Response:
 async def list_music(request: web.Request) -> web.Response:
     limit = _limit(request.query.get("limit"))
     items = await music_history.history(request.app[SERVICES], request[CALLER], limit)
-    return json_response({"object": "list", "data": items}, headers={"Cache-Control": "no-store"})
+    return json_response({"object": "list", "data": items}, headers=NO_STORE)
 
 
 def _limit(text: str | None, default: int = 30, most: int = music_history.MAX_LIMIT, name: str = "limit") -> int:
@@ -167,35 +168,35 @@ async def music_link(request: web.Request) -> web.Response:
     """The signed path as JSON, for a page: fetch() cannot read a redirect's Location."""
     path, expires = await music_history.download_link(request.app[SERVICES], request[CALLER],
                                                       request.match_info["track_id"])
-    return json_response({"url": path, "expires_at": expires}, headers={"Cache-Control": "no-store"})
+    return json_response({"url": path, "expires_at": expires}, headers=NO_STORE)
 
 
 async def usage_overview(request: web.Request) -> web.Response:
     days = _limit(request.query.get("days"), usage.DEFAULT_DAYS, usage.MAX_DAYS, "days")
     body = await usage.overview(request.app[SERVICES], request[CALLER], days)
-    return json_response(body, headers={"Cache-Control": "no-store"})
+    return json_response(body, headers=NO_STORE)
 
 
 async def list_logs(request: web.Request) -> web.Response:
     query = request_logs.parse_query(request.query)
     body = await request_logs.page(request.app[SERVICES], request[CALLER], query)
-    return json_response(body, headers={"Cache-Control": "no-store"})
+    return json_response(body, headers=NO_STORE)
 
 
 async def get_log(request: web.Request) -> web.Response:
     body = await request_logs.detail(request.app[SERVICES], request[CALLER], request.match_info["log_id"])
-    return json_response(body, headers={"Cache-Control": "no-store"})
+    return json_response(body, headers=NO_STORE)
 
 
 async def list_keys(request: web.Request) -> web.Response:
     body = await org_keys.listing(request.app[SERVICES], request[CALLER])
-    return json_response(body, headers={"Cache-Control": "no-store"})
+    return json_response(body, headers=NO_STORE)
 
 
 async def create_key(request: web.Request) -> web.Response:
     _, parsed = await parse_body(request, org_keys.NewKey, KEY_BODY_BYTES)
     body = await org_keys.create(request.app[SERVICES], request[CALLER], parsed)
-    return json_response(body, status=201, headers={"Cache-Control": "no-store"})
+    return json_response(body, status=201, headers=NO_STORE)
 
 
 async def revoke_key(request: web.Request) -> web.Response:
