@@ -8,7 +8,7 @@ from gateway.services import Caller, Services
 from ledger.money import from_nano
 
 MAX_LIMIT = 100
-TRACK_COLUMNS = ("m.request_id, m.org_id, m.position, m.created_at_us, m.model, m.provider, m.storage,"
+TRACK_COLUMNS = ("m.request_id, m.org_id, r.position, m.created_at_us, m.model, m.provider, m.storage,"
                  " m.error, m.object_key, m.expired_at_us, r.charged_inr_nano, r.cost_usd_nano,"
                  " r.usd_to_inr, p.body, p.removed_at_us, t.body")
 TRACKS = ("SELECT " + TRACK_COLUMNS + " FROM music_tracks m JOIN request_log r ON r.request_id = m.request_id"
@@ -36,6 +36,7 @@ class Track(msgspec.Struct, frozen=True):
 
     @property
     def log_id(self) -> str:
+        """The id of the request's row in the request log (spec 4.3), as the dashboard shows it."""
         return f"log_{self.position}"
 
     @property
@@ -73,7 +74,8 @@ def history_item(track: Track) -> dict:
 async def find_track(services: Services, caller: Caller, track_id: str) -> Track:
     """The caller's track by request id or log row id; 404 alike for unknown and foreign ones."""
     if track_id.startswith("log_") and track_id[4:].isdigit():
-        rows = await services.recorder.fetch(TRACKS + " WHERE m.position = ?", (int(track_id[4:]),))
+        rows = await services.recorder.fetch(TRACKS + " WHERE r.position = ? AND r.org_id = ?",
+                                             (int(track_id[4:]), caller.org_id))
     else:
         rows = await services.recorder.fetch(TRACKS + " WHERE m.request_id = ?", (track_id,))
     if not rows or rows[0][1] != caller.org_id:

@@ -7,6 +7,7 @@ is and however long the log has grown.
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from decimal import Decimal
 
 import msgspec
 
@@ -89,8 +90,14 @@ def entry(row: tuple) -> dict:
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                       "total_tokens": prompt + completion},
             "cost_usd": number(from_nano(usd)), "cost_inr": number(from_nano(inr)),
-            "charged_inr": number(from_nano(charged)), "usd_to_inr": msgspec.Raw(rate.encode()),
+            "charged_inr": number(from_nano(charged)), "usd_to_inr": _rate(rate),
             "latency_ms": latency, "error": error or None}
+
+
+def _rate(text: str) -> msgspec.Raw | None:
+    """The USD->INR rate a request was priced at; None when it was never priced (it failed first)."""
+    rate = Decimal(text)
+    return number(rate) if rate else None
 
 
 def iso_time(at_us: int) -> str:
@@ -110,23 +117,26 @@ async def detail(services: Services, caller: Caller, log_id: str) -> dict:
 async def _content(services: Services, request_id: str, content_id: str) -> tuple[dict | None, str]:
     """The request's text as {"request", "response"}, and whether it is kept, removed or was never kept.
 
-    Chat and audio keep one content row holding both; music keeps the prompt and the lyrics apart."""
-    ids = (content_id,) if content_id else await _track_text_ids(services, request_id)
+    Chat and audio keep one content row holding both; music keeps the prompt and the lyrics apart
+    (and its request log row names the prompt's)."""
+    track = await _track_text_ids(services, request_id)
+    ids = track if track is not None else (content_id,)
     if not any(ids):
         return None, "not_retained"
     texts = [await _text(services, i) if i else (None, False) for i in ids]
     if any(removed for _, removed in texts):
         return None, "removed"
     bodies = [loads(body) if body is not None else None for body, _ in texts]
-    if content_id:
-        kept = bodies[0] or {}
-        return {"request": kept.get("request"), "response": kept.get("response")}, "kept"
-    return {"request": bodies[0], "response": bodies[1]}, "kept"
+    if track is not None:
+        return {"request": bodies[0], "response": bodies[1]}, "kept"
+    kept = bodies[0] or {}
+    return {"request": kept.get("request"), "response": kept.get("response")}, "kept"
 
 
-async def _track_text_ids(services: Services, request_id: str) -> tuple[str, str]:
+async def _track_text_ids(services: Services, request_id: str) -> tuple[str, str] | None:
+    """A music request's prompt and lyrics content ids; None for other requests."""
     rows = await services.recorder.fetch(TRACK_TEXT, (request_id,))
-    return tuple(rows[0]) if rows else ("", "")
+    return tuple(rows[0]) if rows else None
 
 
 async def _text(services: Services, content_id: str) -> tuple[bytes | None, bool]:

@@ -160,6 +160,31 @@ async def test_log_detail_says_when_no_text_was_retained(gateway):
     assert (await get_json(gateway, "/v1/logs/req_nothing", org["api_key"], 404))["error"]["type"] == "not_found"
 
 
+async def test_a_music_request_shows_its_prompt_and_lyrics_and_shares_its_log_id_with_history(hosted, hosted_org):
+    key = hosted_org["api_key"]
+    made = await hosted.client.post("/v1/music", headers=auth(key), json={
+        "model": "tune-3-clip-preview", "prompt": "<b>rain</b>", "lyrics": "[Verse] la"})
+    track = await made.json()
+    detail = await get_json(hosted, f"/v1/logs/{track['id']}", key)
+    assert detail["content_state"] == "kept" and detail["route"] == "/v1/music"
+    assert detail["content"] == {"request": {"prompt": "<b>rain</b>", "lyrics": "[Verse] la", "instrumental": False},
+                                 "response": track["text"]}
+    [item] = (await get_json(hosted, "/v1/music", key))["data"]
+    assert item["log_id"] == detail["log_id"]
+    download = await hosted.client.get(f"/v1/music/{detail['log_id']}/content", headers=auth(key),
+                                       allow_redirects=False)
+    assert download.status == 302
+
+
+async def test_a_request_that_failed_before_pricing_has_no_rate(gateway, org):
+    failed = await chat(gateway, org, "boom [sim:status=500]")
+    ok = await chat(gateway, org)
+    entries = {e["id"]: e for e in (await get_json(gateway, "/v1/logs", org["api_key"]))["data"]}
+    assert entries[failed["id"]]["usd_to_inr"] is None and entries[failed["id"]]["charged_inr"] == 0
+    assert entries[ok["id"]]["usd_to_inr"] == RATE and b'"usd_to_inr":84,' in (
+        await (await gateway.client.get("/v1/logs", headers=auth(org["api_key"]))).read())
+
+
 # -- keys -------------------------------------------------------------------------------------------
 
 async def test_keys_list_the_orgs_keys_with_their_last_use(gateway, org):
