@@ -1,17 +1,37 @@
 """The JSON API behind the dashboard: /v1/usage, /v1/logs, /v1/keys, /v1/music/{id}/link."""
 
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+import msgspec
 import pytest
 
 from gateway import admin
 from gateway.state import SERVICES
-from support import auth, chat_body, decimal_json, post_chat
+from support import auth, chat_body, decimal_json, need_service, post_chat
 from sweeper.sweep import Sweeper
 
 RATE = Decimal("84.0")
+POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def gateway(request, make_gateway, config):
+    """Every test here runs on the embedded SQLite ledger and on PostgreSQL (in a schema of its own)."""
+    if request.param == "sqlite":
+        yield await make_gateway(config)
+        return
+    need_service("127.0.0.1", 5432, "PostgreSQL")
+    import asyncpg
+
+    schema = f"dash_{uuid.uuid4().hex[:16]}"
+    ledger = msgspec.structs.replace(config.ledger, url=f"{POSTGRES}?schema={schema}")
+    yield await make_gateway(msgspec.structs.replace(config, ledger=ledger))
+    db = await asyncpg.connect(POSTGRES)
+    await db.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    await db.close()
 
 
 async def get_json(gateway, path: str, key: str, status: int = 200) -> dict:
@@ -286,9 +306,11 @@ async def test_dashboard_serves_only_its_own_files(gateway, name):
     {}, {"before": "log_900"}, {"route": "/v1/embeddings"}, {"model": "gpt-4o", "before": "log_5"},
     {"status": "502"}, {"route": "/v1/chat/completions", "model": "gpt-4o", "status": "200"},
 ])
-async def test_every_log_page_is_an_index_range_read_in_position_order(gateway, query):
+async def test_every_log_page_is_an_index_range_read_in_position_order(make_gateway, config, query):
     """No page scans the log or sorts it: SQLite walks one index backwards from the cursor."""
     from gateway.request_logs import page_sql, parse_query
+
+    gateway = await make_gateway(config)
 
     sql, params = page_sql("org_x", parse_query(query))
     plan = " | ".join(row[-1] for row in await gateway.ledger.recorder.fetch(f"EXPLAIN QUERY PLAN {sql}", params))
