@@ -151,11 +151,7 @@ async def list_music(request: web.Request) -> web.Response:
 
 
 def _limit(text: str | None, default: int = 30, most: int = music_history.MAX_LIMIT, name: str = "limit") -> int:
-    if text is None:
-        return default
-    if not text.isdigit() or not 1 <= int(text) <= most:
-        raise bad_request(f"{name} must be a whole number from 1 to {most}, got {text!r}", name)
-    return int(text)
+    return default if text is None else request_logs.whole_number(text, name, 1, most)
 
 
 async def music_content(request: web.Request) -> web.Response:

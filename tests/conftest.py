@@ -1,5 +1,6 @@
 """Shared fixtures: the real simulator and the real gateway, each on a real socket."""
 
+import uuid
 from decimal import Decimal
 from typing import Any
 
@@ -12,7 +13,7 @@ from gateway import admin
 from gateway.app import LEDGER, create_app
 from gateway.config import Config, ProviderConfig
 from ledger.money import from_nano
-from support import PROVIDER_KEY, S3_CREDENTIALS
+from support import POSTGRES_DSN, PROVIDER_KEY, S3_CREDENTIALS, need_service
 from simulator.app import create_app as create_simulator
 from simulator.settings import Settings
 
@@ -101,6 +102,27 @@ def make_gateway(aiohttp_server, aiohttp_client):
         server = await aiohttp_server(create_app(config))
         return Gateway(server, await aiohttp_client(server))
     return start
+
+
+@pytest.fixture
+async def make_pg_gateway(make_gateway):
+    """`await make_pg_gateway(config)`: a gateway whose ledger is PostgreSQL, in a schema of its
+    own that is dropped after the test. Skips locally (fails under CI=true) without PostgreSQL."""
+    schemas = []
+
+    async def start(config: Config) -> Gateway:
+        need_service("127.0.0.1", 5432, "PostgreSQL")
+        schemas.append(f"gw_{uuid.uuid4().hex[:16]}")
+        ledger = msgspec.structs.replace(config.ledger, url=f"{POSTGRES_DSN}?schema={schemas[-1]}")
+        return await make_gateway(msgspec.structs.replace(config, ledger=ledger))
+    yield start
+    if schemas:
+        import asyncpg
+
+        db = await asyncpg.connect(POSTGRES_DSN)
+        for schema in schemas:
+            await db.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        await db.close()
 
 
 @pytest.fixture

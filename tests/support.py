@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 PROVIDER_KEY = "sk-sim-provider-secret-0123456789"
+POSTGRES_DSN = "postgresql://postgres@127.0.0.1:5432/test"  # trust auth, as on the CI machine
 IN_CI = os.environ.get("CI", "").lower() == "true"
 # Variables of the environment that would change what a gateway or sweeper under test does.
 _PROVIDER_SECRETS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY")

@@ -1,37 +1,23 @@
 """The JSON API behind the dashboard: /v1/usage, /v1/logs, /v1/keys, /v1/music/{id}/link."""
 
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-import msgspec
 import pytest
 
 from gateway import admin
 from gateway.state import SERVICES
-from support import auth, chat_body, decimal_json, need_service, post_chat
+from support import auth, chat_body, decimal_json, post_chat
 from sweeper.sweep import Sweeper
 
 RATE = Decimal("84.0")
-POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-async def gateway(request, make_gateway, config):
-    """Every test here runs on the embedded SQLite ledger and on PostgreSQL (in a schema of its own)."""
-    if request.param == "sqlite":
-        yield await make_gateway(config)
-        return
-    need_service("127.0.0.1", 5432, "PostgreSQL")
-    import asyncpg
-
-    schema = f"dash_{uuid.uuid4().hex[:16]}"
-    ledger = msgspec.structs.replace(config.ledger, url=f"{POSTGRES}?schema={schema}")
-    yield await make_gateway(msgspec.structs.replace(config, ledger=ledger))
-    db = await asyncpg.connect(POSTGRES)
-    await db.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-    await db.close()
+async def gateway(request, make_gateway, make_pg_gateway, config):
+    """Every test here runs on the embedded SQLite ledger and on PostgreSQL."""
+    return await (make_gateway if request.param == "sqlite" else make_pg_gateway)(config)
 
 
 async def get_json(gateway, path: str, key: str, status: int = 200) -> dict:

@@ -4,29 +4,16 @@ Skipped locally when no PostgreSQL listens on 127.0.0.1:5432; a failure under CI
 """
 
 import asyncio
-import uuid
 from decimal import Decimal
 
-import msgspec
 import pytest
 
 from ledger import audit
-from support import auth, chat_body, need_service, request_events
-
-DSN = "postgresql://postgres@127.0.0.1:5432/test"
-
+from support import auth, chat_body, request_events
 
 @pytest.fixture
-async def pg_gateway(make_gateway, config):
-    need_service("127.0.0.1", 5432, "PostgreSQL")
-    import asyncpg
-
-    schema = f"gw_{uuid.uuid4().hex[:16]}"
-    ledger = msgspec.structs.replace(config.ledger, url=f"{DSN}?schema={schema}")
-    yield await make_gateway(msgspec.structs.replace(config, ledger=ledger))
-    db = await asyncpg.connect(DSN)
-    await db.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-    await db.close()
+async def pg_gateway(make_pg_gateway, config):
+    return await make_pg_gateway(config)
 
 
 async def test_chat_is_billed_exactly_and_the_ledger_verifies(pg_gateway):
