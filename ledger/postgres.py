@@ -147,7 +147,7 @@ class PostgresRecorder(Recorder):
             if found < SCHEMA_VERSION and migrate:
                 await db.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
                 await db.execute(SCHEMA)
-                for statement in projections.BACKFILL_V5 if found else ():
+                for statement in projections.BACKFILL_V5:  # on a new store: nothing to fill
                     await db.execute(statement)
                 await db.execute(SCHEMA_VERSIONS)
                 await db.execute("INSERT INTO ledger_schema (version, applied_at_us) VALUES ($1, $2)",
