@@ -33,6 +33,12 @@ def unauthorized(message: str) -> ApiError:
     return ApiError(401, message, type="authentication_error", code="invalid_api_key")
 
 
+def ledger_unavailable() -> ApiError:
+    """What a client hears while the ledger's database is down: nothing was charged; retry."""
+    return ApiError(503, "the billing ledger is unavailable right now; nothing was charged, retry shortly",
+                    type="service_unavailable", headers={"Retry-After": "1"})
+
+
 class UpstreamError(Exception):
     """The provider failed: it answered an error status, timed out, or dropped the connection."""
 

@@ -5,10 +5,11 @@ import time
 import structlog
 from aiohttp import web
 
-from gateway.errors import ApiError, unauthorized
+from gateway.errors import ApiError, ledger_unavailable, unauthorized
 from gateway.keys import new_id
 from gateway.services import Caller
 from gateway.state import CALLER, LOG_FIELDS, METRICS, REQUEST_ID, SERVICES
+from ledger.recorder import LedgerUnavailable
 
 log = structlog.get_logger("gateway.request")
 
@@ -50,6 +51,8 @@ async def _render_errors(request: web.Request, handler) -> web.StreamResponse:
         return await handler(request)
     except ApiError as exc:
         return exc.response()
+    except LedgerUnavailable:
+        return ledger_unavailable().response()
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

@@ -49,6 +49,11 @@ class AppendRejected(Exception):
     """The unit broke a database constraint (for example a request id recorded twice)."""
 
 
+class LedgerUnavailable(Exception):
+    """The database could not be reached, or did not answer in time. Backends translate their
+    driver's connection and timeout errors into this one; what was being written was not."""
+
+
 class Content(msgspec.Struct, frozen=True):
     """Personal text kept beside the ledger so it can be purged without breaking a chain."""
 
