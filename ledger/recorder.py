@@ -14,12 +14,16 @@ from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequen
 
 import msgspec
 
-from ledger.events import CreditsHeld, Event, encode_event, event_type
+from ledger.events import CreditsAdded, CreditsHeld, Event, HoldReleased, RequestCompleted, encode_event, \
+    event_type
+
+# The amounts and counts of a RequestCompleted that can never be below zero.
+REQUEST_AMOUNTS = ("cost_usd_nano", "cost_inr_nano", "charged_inr_nano", "prompt_tokens", "completion_tokens")
 
 GENESIS_HASH = bytes(32)
 # The version of the stored schema this code needs. Bump it with every schema change; a
 # migrating open (`gateway ledger migrate`, or any command on first use) brings a store up to it.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 SCHEMA_VERSIONS = "CREATE TABLE IF NOT EXISTS ledger_schema (version INTEGER NOT NULL, applied_at_us BIGINT NOT NULL)"
 CURRENT_VERSION = "SELECT COALESCE(MAX(version), 0) FROM ledger_schema"
 
@@ -108,6 +112,19 @@ def held_by(unit: Append) -> int:
     return sum(e.amount_inr_nano for e in unit.events if isinstance(e, CreditsHeld))
 
 
+def unsound(event: Event) -> str | None:
+    """Why the ledger refuses `event` whoever sends it (None: it does not): a charge or a
+    token count below zero, or a credit, hold or release that moves no money. The last line of
+    defence, after the gateway's own checks, against money minted by a bad number."""
+    if isinstance(event, RequestCompleted):
+        amounts = {name: getattr(event, name) for name in REQUEST_AMOUNTS}
+        negative = [name for name, value in amounts.items() if value < 0]
+        return f"request {event.request_id} has negative {', '.join(negative)}" if negative else None
+    if isinstance(event, CreditsAdded | CreditsHeld | HoldReleased) and event.amount_inr_nano <= 0:
+        return f"{event_type(event)} of {event.amount_inr_nano} nano-INR: the amount must be positive"
+    return None
+
+
 def plan(units: Sequence[Append], heads: dict[str, tuple[int, bytes]], last_position: int,
          now_us: int | None = None, available: dict[str, int] | None = None) -> list[Outcome]:
     """Assign versions, positions and hashes to `units`, given each stream's head.
@@ -124,6 +141,9 @@ def plan(units: Sequence[Append], heads: dict[str, tuple[int, bytes]], last_posi
         if unit.expected_version is not None and unit.expected_version != version:
             outcomes.append(ConcurrencyError(
                 f"stream {unit.stream_id} is at version {version}, expected {unit.expected_version}"))
+            continue
+        if problems := [problem for event in unit.events if (problem := unsound(event))]:
+            outcomes.append(AppendRejected(f"stream {unit.stream_id}: {'; '.join(problems)}"))
             continue
         if (hold := held_by(unit)) and available.get(unit.stream_id, 0) < hold:
             outcomes.append(InsufficientCredit(f"stream {unit.stream_id} cannot cover a hold of {hold}"))

@@ -218,6 +218,31 @@ class RecorderContract(abc.ABC):
         assert await recorder.fetch("SELECT org_id, credits_inr_nano FROM orgs ORDER BY org_id") == [
             ("acme", 0), ("beta", INT64_MAX)]
 
+    @pytest.mark.parametrize("bad", [
+        request("r-neg", charged=-630_000_000_000), request("r-cost", cost_inr_nano=-1),
+        request("r-usd", cost_usd_nano=-1), request("r-in", prompt_tokens=-50_000_000),
+        request("r-out", completion_tokens=-1), credits(0), credits(-5), hold("h0", 0), hold("h-", -1),
+        release("h0", 0), release("h-", -7)], ids=lambda event: type(event).__name__)
+    async def test_a_negative_charge_or_a_credit_moving_no_money_is_rejected_alone(self, recorder, bad):
+        # The last line of defence: no upstream number or admin slip can mint credit.
+        await append_ok(recorder, unit("acme", org(), credits(100)), unit("beta", org("Beta")))
+        rejected, accepted = await recorder.append([unit("acme", request("r-ok", charged=1), bad),
+                                                    unit("beta", credits(3))])
+        assert isinstance(rejected, AppendRejected)
+        assert [(r.position, r.stream_id) for r in accepted] == [(4, "beta")]
+        assert [r.version for r in await recorder.read_stream("acme")] == [1, 2]
+        assert await recorder.fetch("SELECT count(*) FROM request_log") == [(0,)]
+        assert await recorder.fetch(
+            "SELECT org_id, credits_inr_nano, spent_inr_nano, held_inr_nano FROM orgs ORDER BY org_id") == [
+            ("acme", 100, 0, 0), ("beta", 3, 0, 0)]
+        assert (await audit.verify(recorder))[1] == []
+
+    async def test_a_free_request_and_the_smallest_amounts_are_accepted(self, recorder):
+        await append_ok(recorder, unit("acme", org(), credits(1)))
+        await append_ok(recorder, unit("acme", request("r0", charged=0, status=502), hold("h1", 1)))
+        await append_ok(recorder, unit("acme", release("h1", 1), request("r1", charged=1)))
+        assert await recorder.fetch("SELECT spent_inr_nano, held_inr_nano FROM orgs") == [(1, 0)]
+
     # -- hash chain -----------------------------------------------------------------------------
 
     async def test_first_event_of_a_stream_links_to_the_genesis_hash(self, recorder):
