@@ -12,6 +12,7 @@ from gateway import admin, config as config_module, demo, logs, server, workers
 from gateway.admin import AdminError
 from gateway.config import Config, ConfigError
 from gateway.jsonio import lines
+from gateway.redaction import Redactor
 from gateway.sealing import Sealer
 from ledger import audit
 from ledger.backends import recorder_for
@@ -157,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, config: Config) -> int:
-    logs.configure()
+    logs.configure(redactor=Redactor.for_providers(config.providers))  # no provider key in any line
     match args.command:
         case "serve":
             if config.server.workers > 1:

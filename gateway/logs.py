@@ -1,36 +1,38 @@
 """Structured logging: JSON lines through orjson, one canonical line per request.
 
-Secrets never reach the output: a processor masks anything shaped like an API key.
+Secrets never reach the output: a processor masks anything shaped like an API key and removes
+every configured provider key by value (a defence in depth: upstream text is already redacted
+where it enters the gateway, see gateway.redaction).
 """
 
 import logging
-import re
 import sys
 
 import orjson
 import structlog
 
-# Our keys (gwk_...), OpenAI-style keys (sk-...), Google keys (AIza...), and bearer tokens.
-_SECRET = re.compile(r"(gwk_[A-Za-z0-9_-]{8,}|sk-[A-Za-z0-9_-]{8,}|AIza[0-9A-Za-z_-]{20,}|"
-                     r"(?i:bearer)\s+\S+)")
+from gateway.redaction import Redactor, mask_secrets
+
+__all__ = ["configure", "mask_secrets", "redact_secrets", "Redacting"]
 
 
-def mask_secrets(text: str) -> str:
-    """`text` with every key-shaped substring replaced."""
-    return _SECRET.sub("[redacted]", text)
+class Redacting:
+    """The processor: every string field without the configured keys and key-shaped strings."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._redactor = redactor
+
+    def __call__(self, _logger: object, _method: str, event_dict: dict) -> dict:
+        return {key: self._redactor(value) if isinstance(value, str) else value
+                for key, value in event_dict.items()}
 
 
-def _mask(value: object) -> object:
-    return mask_secrets(value) if isinstance(value, str) else value
+redact_secrets = Redacting(Redactor())  # key shapes only: for output before the configuration is known
 
 
-def redact_secrets(_logger: object, _method: str, event_dict: dict) -> dict:
-    """Mask key-shaped strings in every field, whatever the caller put there."""
-    return {key: _mask(value) for key, value in event_dict.items()}
-
-
-def configure(level: int = logging.INFO, **always: object) -> None:
-    """JSON lines on stderr; `always` fields (a worker's pid, say) go on every line."""
+def configure(level: int = logging.INFO, redactor: Redactor | None = None, **always: object) -> None:
+    """JSON lines on stderr; `always` fields (a worker's pid, say) go on every line; `redactor`
+    knows the configured provider keys (without one, only key-shaped strings are masked)."""
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -38,7 +40,7 @@ def configure(level: int = logging.INFO, **always: object) -> None:
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
-            redact_secrets,
+            Redacting(redactor or Redactor()),
             structlog.processors.JSONRenderer(serializer=orjson.dumps),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),

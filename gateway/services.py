@@ -13,6 +13,7 @@ from gateway.limits import Limits, RateLimiter
 from gateway.metrics import Metrics
 from gateway.provider_keys import ProviderKeys
 from gateway.providers.base import Provider
+from gateway.redaction import Redactor
 from gateway.signing import Signer
 from ledger.recorder import Recorder
 from ledger.writer import GroupCommitWriter
@@ -33,6 +34,7 @@ class Services(msgspec.Struct, frozen=True):
     provider_keys: ProviderKeys | None = None  # organizations' own provider keys (BYOK)
     limiter: RateLimiter | None = None
     metrics: Metrics | None = None
+    redactor: Redactor = msgspec.field(default_factory=Redactor)  # the configured provider keys
 
     def limits_for(self, key_id: str) -> Limits:
         """The key's own rate limits, else the configured defaults."""

@@ -8,7 +8,11 @@ import aiohttp
 from gateway.config import ProviderConfig
 from gateway.errors import UpstreamError
 from gateway.jsonio import encode, loads
-from gateway.logs import mask_secrets
+from gateway.redaction import forms_of, keys_sent, redact
+
+
+ERROR_BODY_BYTES = 64 * 1024  # of an error answer, read to find its message
+MESSAGE_CHARS = 600  # of an error message kept: the provider's words and our prefix
 
 
 def timeout_for(config: ProviderConfig) -> aiohttp.ClientTimeout:
@@ -41,25 +45,33 @@ async def post(session: aiohttp.ClientSession, provider: str, url: str, data: by
 async def error_from(provider: str, response: aiohttp.ClientResponse) -> UpstreamError:
     """An UpstreamError carrying the provider's status and its own message."""
     try:
-        text = (await response.read())[:2000].decode(errors="replace")
+        text = (await response.read())[:ERROR_BODY_BYTES].decode(errors="replace")
     except (aiohttp.ClientError, asyncio.TimeoutError):
         text = ""
     finally:
         response.release()
     message = _error_message(text) or response.reason or "no message"
-    return UpstreamError(response.status, f"{provider} returned {response.status}: {mask_secrets(message)}",
-                         retry_after=response.headers.get("Retry-After"))
+    return scrubbed(UpstreamError(response.status, f"{provider} returned {response.status}: {message}",
+                                  retry_after=response.headers.get("Retry-After")), response)
+
+
+def scrubbed(error: UpstreamError, response: aiohttp.ClientResponse) -> UpstreamError:
+    """`error` without the key its request carried (providers quote the key they received), in
+    any form, and without anything key-shaped; then cut short (after, so no part of a key is left)."""
+    sent = response.request_info
+    message = redact(error.message, forms_of(keys_sent(sent.headers, sent.url.query)))
+    return UpstreamError(error.status, message[:MESSAGE_CHARS], retry_after=error.retry_after)
 
 
 def _error_message(text: str) -> str:
     try:
         body = loads(text)
     except ValueError:
-        return text.strip()[:500]
+        return text.strip()
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict):
-        return str(error.get("message", ""))[:500]
-    return str(error or text)[:500]
+        return str(error.get("message", ""))
+    return str(error or text)
 
 
 async def read_json(provider: str, response: aiohttp.ClientResponse) -> dict:
