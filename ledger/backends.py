@@ -2,14 +2,17 @@
 
 from ledger.recorder import Recorder
 from ledger.sqlite import SQLiteRecorder
+from ledger.timeouts import CONNECT_TIMEOUT_S, STATEMENT_TIMEOUT_S
 
 
-def recorder_for(url: str) -> Recorder:
-    """The recorder for `sqlite:///path` or `postgresql://user@host:port/db[?schema=name]`."""
+def recorder_for(url: str, *, timeout_s: float = STATEMENT_TIMEOUT_S,
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> Recorder:
+    """The recorder for `sqlite:///path` or `postgresql://user@host:port/db[?schema=name]`; past
+    the timeouts (see ledger.timeouts) it raises LedgerUnavailable."""
     if url.startswith("sqlite:"):
-        return SQLiteRecorder.from_url(url)
+        return SQLiteRecorder.from_url(url, timeout_s=timeout_s)
     if url.startswith(("postgresql:", "postgres:")):
         from ledger.postgres import PostgresRecorder  # asyncpg is loaded only when used
 
-        return PostgresRecorder.from_url(url)
+        return PostgresRecorder.from_url(url, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s)
     raise ValueError(f"unsupported ledger URL {url!r}: expected sqlite:///path or postgresql://...")

@@ -4,7 +4,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
-from ledger.recorder import Recorded, Recorder
+from ledger.recorder import LedgerUnavailable, Recorded, Recorder
 
 log = logging.getLogger("ledger.follower")
 
@@ -26,6 +26,7 @@ class LogFollower:
         self._local: set[int] = set()
         self._nudge = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self.unavailable = False  # the last poll found the database down; the view may lag
 
     def applied_locally(self, recorded: Sequence[Recorded]) -> None:
         """Apply events this process has just committed, ahead of the poll."""
@@ -68,7 +69,20 @@ class LogFollower:
             except TimeoutError:
                 pass
             self._nudge.clear()
-            try:
-                await self.catch_up()
-            except Exception:  # keep following: a passing database error must not freeze the view
-                log.exception("following the ledger failed; retrying at the next poll")
+            await self._poll()
+
+    async def _poll(self) -> None:
+        """One catch-up; an outage is logged when it starts and ends, not at every poll."""
+        try:
+            await self.catch_up()
+        except LedgerUnavailable as exc:
+            if not self.unavailable:
+                log.warning("the ledger is unavailable; following resumes when it returns: %s", exc)
+            self.unavailable = True
+            return
+        except Exception:  # keep following: a passing database error must not freeze the view
+            log.exception("following the ledger failed; retrying at the next poll")
+            return
+        if self.unavailable:
+            log.warning("the ledger is back; the view has caught up to position %d", self.position)
+        self.unavailable = False

@@ -7,6 +7,7 @@ reader following positions never skips a row that commits later), and the holds 
 balances that cannot move until commit. Group commit keeps the lock's cost per event small.
 """
 
+import asyncio
 import contextlib
 import contextvars
 import re
@@ -24,6 +25,7 @@ from ledger.recorder import (
     CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, CorruptEvent, Outcome, Recorded, Recorder,
     Secret, accepted, held_by, isolating_rejections, out_of_date, plan,
 )
+from ledger.timeouts import CONNECT_TIMEOUT_S, STATEMENT_TIMEOUT_S, unavailable_on
 
 APPEND_LOCK = 7_381_446_205_117  # pg_advisory_xact_lock key: one writer of the log at a time
 SCHEMA_LOCK = APPEND_LOCK + 1  # concurrent CREATE ... IF NOT EXISTS can still collide
@@ -99,6 +101,10 @@ REMOVE_TEXT = ("UPDATE content SET body = NULL, removed_at_us = $1 WHERE content
 REJECTIONS = (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError, OverflowError)
 _QMARK = re.compile(r"\?")
 
+# Driver failures meaning the database is down, unreachable or too slow, not that a write is wrong.
+OUTAGES = (OSError, TimeoutError, asyncpg.PostgresConnectionError, asyncpg.OperatorInterventionError,
+           asyncpg.InsufficientResourcesError)
+MIGRATE_TIMEOUT_S = 600.0  # a schema upgrade backfills projections: it may take a while, once
 
 def numbered(sql: str) -> str:
     """qmark placeholders (the portable form the projections use) as PostgreSQL's $1, $2, ..."""
@@ -118,6 +124,12 @@ def dsn_and_schema(url: str) -> tuple[str, str]:
 
 def _recorded(row: asyncpg.Record) -> Recorded:
     position, stream_id, version, at, kind, data, digest = row
+def is_outage(exc: BaseException) -> bool:
+    # A bare InterfaceError is about the connection ("connection is closed", "pool is closing");
+    # its subclasses are the caller's own mistakes (an argument that does not encode).
+    return isinstance(exc, OUTAGES) or type(exc) is asyncpg.InterfaceError
+
+
     try:
         event = decode_event(bytes(data))
     except msgspec.DecodeError as exc:
@@ -126,29 +138,33 @@ def _recorded(row: asyncpg.Record) -> Recorded:
 
 
 class PostgresRecorder(Recorder):
-    def __init__(self, dsn: str, schema: str = "public", pool_size: int = 10) -> None:
+    def __init__(self, dsn: str, schema: str = "public", pool_size: int = 10, *,
+                 timeout_s: float = STATEMENT_TIMEOUT_S, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         self._dsn, self.schema, self._pool_size = dsn, schema, pool_size
         self._pool: asyncpg.Pool | None = None
         self._sql: dict[str, str] = {}  # qmark SQL -> numbered, converted once
+        self._timeout_s, self._connect_timeout_s = timeout_s, connect_timeout_s
         # The connection of the snapshot the current task is in, if any.
         self._snapshot: contextvars.ContextVar[asyncpg.Connection | None] = contextvars.ContextVar(
             f"snapshot-{id(self)}", default=None)
 
     @classmethod
-    def from_url(cls, url: str) -> "PostgresRecorder":
-        return cls(*dsn_and_schema(url))
+    def from_url(cls, url: str, **timeouts: float) -> "PostgresRecorder":
+        return cls(*dsn_and_schema(url), **timeouts)
 
     async def open(self, migrate: bool = True) -> None:
-        self._pool = await asyncpg.create_pool(
-            self._dsn, min_size=1, max_size=self._pool_size, server_settings={"search_path": self.schema})
-        async with self._pool.acquire() as db, db.transaction():
-            await db.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK)
+        with unavailable_on(is_outage):
+            self._pool = await asyncpg.create_pool(
+                self._dsn, min_size=1, max_size=self._pool_size, timeout=self._connect_timeout_s,
+                command_timeout=self._timeout_s, server_settings={"search_path": self.schema})
+        async with self._connection() as db, db.transaction():
+            await db.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK, timeout=MIGRATE_TIMEOUT_S)
             found = await self._version(db)
             if found < SCHEMA_VERSION and migrate:
                 await db.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
-                await db.execute(SCHEMA)
+                await db.execute(SCHEMA, timeout=MIGRATE_TIMEOUT_S)
                 for statement in projections.BACKFILL_V5:  # on a new store: nothing to fill
-                    await db.execute(statement)
+                    await db.execute(statement, timeout=MIGRATE_TIMEOUT_S)
                 await db.execute(SCHEMA_VERSIONS)
                 await db.execute("INSERT INTO ledger_schema (version, applied_at_us) VALUES ($1, $2)",
                                  SCHEMA_VERSION, time.time_ns() // 1000)
@@ -161,9 +177,22 @@ class PostgresRecorder(Recorder):
         return await db.fetchval(CURRENT_VERSION) if exists else 0
 
     async def close(self) -> None:
-        if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
+        if self._pool is None:
+            return
+        pool, self._pool = self._pool, None
+        try:
+            await asyncio.wait_for(pool.close(), self._timeout_s)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            pool.terminate()  # the database is gone: drop the connections rather than wait for it
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection, waited for no longer than the timeout; outages as LedgerUnavailable."""
+        with unavailable_on(is_outage):
+            async with self._pool.acquire(timeout=self._timeout_s) as db:
+                yield db
 
     def _numbered(self, sql: str) -> str:
         if sql not in self._sql:
@@ -174,7 +203,7 @@ class PostgresRecorder(Recorder):
         return await isolating_rejections(units, self._append_in_transaction, REJECTIONS)
 
     async def _append_in_transaction(self, units: Sequence[Append]) -> list[Outcome]:
-        async with self._pool.acquire() as db, db.transaction():
+        async with self._connection() as db, db.transaction():
             await db.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)  # see the module doc
             heads = {s: (v, bytes(h)) for s, v, h in await db.fetch(HEADS, list({u.stream_id for u in units}))}
             last = await db.fetchval("SELECT COALESCE(MAX(position), 0) FROM events")
@@ -212,7 +241,7 @@ class PostgresRecorder(Recorder):
         if (held := self._snapshot.get()) is not None:
             yield held
             return
-        async with self._pool.acquire() as db:
+        async with self._connection() as db:
             yield db
 
     async def read(self, after: int = 0, limit: int = 1000) -> list[Recorded]:
@@ -231,12 +260,12 @@ class PostgresRecorder(Recorder):
         return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in rows]
 
     async def remove_text(self, before_us: int, now_us: int, limit: int = 1000) -> int:
-        async with self._pool.acquire() as db:
+        async with self._connection() as db:
             status = await db.execute(REMOVE_TEXT, now_us, before_us, limit)
         return int(status.rpartition(" ")[2])
 
     async def rebuild(self, batches: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
-        async with self._pool.acquire() as db, db.transaction():
+        async with self._connection() as db, db.transaction():
             await db.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)  # no append meanwhile
             if reset:
                 await db.execute(f"TRUNCATE {', '.join(projections.TABLES)}")
@@ -246,7 +275,7 @@ class PostgresRecorder(Recorder):
     @contextlib.asynccontextmanager
     async def snapshot(self) -> AsyncIterator[None]:
         # One REPEATABLE READ transaction pins a snapshot for this task's reads.
-        async with self._pool.acquire() as db, db.transaction(isolation="repeatable_read", readonly=True):
+        async with self._connection() as db, db.transaction(isolation="repeatable_read", readonly=True):
             token = self._snapshot.set(db)
             try:
                 yield
@@ -268,6 +297,6 @@ class _ScratchPostgresRecorder(PostgresRecorder):
 
     async def close(self) -> None:
         if self._pool is not None:
-            async with self._pool.acquire() as db:
+            async with self._connection() as db:
                 await db.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
         await super().close()

@@ -22,6 +22,7 @@ from ledger.recorder import (
     CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, CorruptEvent, Outcome, Recorded, Recorder,
     Secret, accepted, held_by, isolating_rejections, out_of_date, plan,
 )
+from ledger.timeouts import STATEMENT_TIMEOUT_S, reporting_outages, unavailable_on
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -119,6 +120,17 @@ DROP_SECRET = "DELETE FROM secrets WHERE stream_id = ? AND name = ?"
 SELECT_EVENTS = "SELECT position, stream_id, version, recorded_at_us, type, data, hash FROM events"
 _COLUMN_TYPES = (int, str, int, int, str, bytes, bytes)  # of a SELECT_EVENTS row
 
+# Result codes meaning the database cannot be used right now (still locked after the wait, disk
+# full or failing, file unreadable), as opposed to a statement that is wrong.
+OUTAGE_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL,
+                          sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PROTOCOL,
+                          sqlite3.SQLITE_NOMEM})
+
+
+def is_outage(exc: BaseException) -> bool:
+    if isinstance(exc, sqlite3.OperationalError):
+        return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in OUTAGE_CODES  # extended -> primary code
+    return isinstance(exc, (OSError, TimeoutError))
 
 def path_of(url: str) -> str:
     """The file path of a `sqlite:///relative` or `sqlite:////absolute` URL."""
@@ -147,17 +159,18 @@ def _secret_statement(stream_id: str, secret: Secret) -> tuple[str, tuple]:
 
 
 class SQLiteRecorder(Recorder):
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, timeout_s: float = STATEMENT_TIMEOUT_S) -> None:
         self.path = path
         self._writer: aiosqlite.Connection | None = None
+        self._timeout_s = timeout_s  # how long a write waits for another process's write lock
         self._reader: aiosqlite.Connection | None = None
         # aiosqlite serialises calls per connection but not transactions: one at a time.
         self._write_lock = asyncio.Lock()
         self._snapshot_lock = asyncio.Lock()  # the reader holds one read transaction at a time
 
     @classmethod
-    def from_url(cls, url: str) -> "SQLiteRecorder":
-        return cls(path_of(url))
+    def from_url(cls, url: str, *, timeout_s: float = STATEMENT_TIMEOUT_S) -> "SQLiteRecorder":
+        return cls(path_of(url), timeout_s=timeout_s)
 
     async def open(self, migrate: bool = True) -> None:
         if self.path != ":memory:":
@@ -178,8 +191,9 @@ class SQLiteRecorder(Recorder):
         return version
 
     async def _connect(self) -> aiosqlite.Connection:
+    @reporting_outages(is_outage)
         db = await aiosqlite.connect(self.path, isolation_level=None)
-        await db.execute("PRAGMA busy_timeout = 30000")
+        await db.execute(f"PRAGMA busy_timeout = {int(self._timeout_s * 1000)}")
         await db.execute("PRAGMA journal_mode = WAL")
         await db.execute("PRAGMA synchronous = FULL")  # a 200 means the charge is on disk
         return db
@@ -226,6 +240,7 @@ class SQLiteRecorder(Recorder):
         async with self._write_lock:
             return await self._append_in_transaction(units)
 
+    @reporting_outages(is_outage)
     async def _append_in_transaction(self, units: Sequence[Append]) -> list[Outcome]:
         db = self._writer
         await db.execute("BEGIN IMMEDIATE")
@@ -279,24 +294,29 @@ class SQLiteRecorder(Recorder):
         rows = await self._reader.execute_fetchall(
             f"{SELECT_EVENTS} WHERE position > ? ORDER BY position LIMIT ?", (after, limit))
         return [_row_to_recorded(row) for row in rows]
+    @reporting_outages(is_outage)
 
     async def read_stream(self, stream_id: str) -> list[Recorded]:
         rows = await self._reader.execute_fetchall(
             f"{SELECT_EVENTS} WHERE stream_id = ? ORDER BY version", (stream_id,))
         return [_row_to_recorded(row) for row in rows]
+    @reporting_outages(is_outage)
 
     async def fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
         return list(await self._reader.execute_fetchall(sql, tuple(params)))
 
     async def remove_text(self, before_us: int, now_us: int, limit: int = 1000) -> int:
+    @reporting_outages(is_outage)
         async with self._write_lock:
             cursor = await self._writer.execute(REMOVE_TEXT, (now_us, before_us, limit))
             return cursor.rowcount
+    @reporting_outages(is_outage)
 
     async def rebuild(self, batches: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
         async with self._write_lock:
             db = self._writer
             await db.execute("BEGIN IMMEDIATE")
+    @reporting_outages(is_outage)
             try:
                 if reset:
                     for table in projections.TABLES:
@@ -313,11 +333,13 @@ class SQLiteRecorder(Recorder):
     async def snapshot(self) -> AsyncIterator[None]:
         # A read transaction pins one WAL snapshot for every read on the reader connection.
         async with self._snapshot_lock:
-            await self._reader.execute("BEGIN")
+            with unavailable_on(is_outage):
+                await self._reader.execute("BEGIN")
             try:
                 yield
             finally:
-                await self._reader.execute("COMMIT")
+                with unavailable_on(is_outage):
+                    await self._reader.execute("COMMIT")
 
     def scratch(self) -> "SQLiteRecorder":
         directory = None if self.path == ":memory:" else str(Path(self.path).parent)

@@ -75,14 +75,14 @@ class GroupCommitWriter:
         try:
             outcomes = await self._recorder.append([unit for unit, _, _ in batch])
         except Exception as exc:  # the database failed: every caller in the batch must hear it
+            log.warning("ledger commit of %d appends failed: %s: %s", len(batch), type(exc).__name__, exc)
             for _, future, _ in batch:
                 if not future.done():
                     future.set_exception(exc)
             return
         self.batches += 1
         self.largest_batch = max(self.largest_batch, len(batch))
-        if self._on_batch:
-            self._on_batch(len(batch), time.monotonic() - started)
+        self._observe(len(batch), time.monotonic() - started)
         for (_, future, _), outcome in zip(batch, outcomes):
             if future.done():
                 continue
@@ -92,6 +92,14 @@ class GroupCommitWriter:
                 future.set_result(outcome)
         # Callers resume only at the loop's next turn, so on_commit still runs before them.
         self._notify([r for o in outcomes if not isinstance(o, Exception) for r in o])
+
+    def _observe(self, size: int, seconds: float) -> None:
+        if not self._on_batch:
+            return
+        try:
+            self._on_batch(size, seconds)
+        except Exception:  # metrics must not stop the writer: its callers would wait forever
+            log.exception("on_batch listener failed after a successful commit")
 
     def _notify(self, recorded: list[Recorded]) -> None:
         if not self._on_commit:

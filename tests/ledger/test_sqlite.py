@@ -9,6 +9,7 @@ import pytest
 
 from ledger import audit
 from ledger.sqlite import SQLiteRecorder, path_of
+from ledger.timeouts import STATEMENT_TIMEOUT_S
 from ledger.writer import GroupCommitWriter
 from ledger_helpers import POPULATED, append_ok, content, org, populate, request, run_sql, unit
 from recorder_contract import RecorderContract
@@ -36,7 +37,7 @@ async def test_writer_connection_is_wal_with_synchronous_full(sqlite_recorder):
     writer = sqlite_recorder._writer
     assert await pragma(writer, "journal_mode") == "wal"
     assert await pragma(writer, "synchronous") == 2  # FULL
-    assert await pragma(writer, "busy_timeout") == 30000
+    assert await pragma(writer, "busy_timeout") == STATEMENT_TIMEOUT_S * 1000  # bounded: then LedgerUnavailable
 
 
 async def test_reader_connection_is_a_second_wal_connection(sqlite_recorder):
