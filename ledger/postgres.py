@@ -99,12 +99,12 @@ REMOVE_TEXT = ("UPDATE content SET body = NULL, removed_at_us = $1 WHERE content
                " ORDER BY created_at_us LIMIT $3)")
 # A unit breaking a constraint (a request id twice, an amount beyond 64 bits) is rejected alone.
 REJECTIONS = (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError, OverflowError)
-_QMARK = re.compile(r"\?")
-
 # Driver failures meaning the database is down, unreachable or too slow, not that a write is wrong.
 OUTAGES = (OSError, TimeoutError, asyncpg.PostgresConnectionError, asyncpg.OperatorInterventionError,
            asyncpg.InsufficientResourcesError)
 MIGRATE_TIMEOUT_S = 600.0  # a schema upgrade backfills projections: it may take a while, once
+_QMARK = re.compile(r"\?")
+
 
 def numbered(sql: str) -> str:
     """qmark placeholders (the portable form the projections use) as PostgreSQL's $1, $2, ..."""
@@ -122,14 +122,14 @@ def dsn_and_schema(url: str) -> tuple[str, str]:
     return urlunsplit(parts._replace(query=urlencode(query))), schema
 
 
-def _recorded(row: asyncpg.Record) -> Recorded:
-    position, stream_id, version, at, kind, data, digest = row
 def is_outage(exc: BaseException) -> bool:
     # A bare InterfaceError is about the connection ("connection is closed", "pool is closing");
     # its subclasses are the caller's own mistakes (an argument that does not encode).
     return isinstance(exc, OUTAGES) or type(exc) is asyncpg.InterfaceError
 
 
+def _recorded(row: asyncpg.Record) -> Recorded:
+    position, stream_id, version, at, kind, data, digest = row
     try:
         event = decode_event(bytes(data))
     except msgspec.DecodeError as exc:
@@ -141,9 +141,9 @@ class PostgresRecorder(Recorder):
     def __init__(self, dsn: str, schema: str = "public", pool_size: int = 10, *,
                  timeout_s: float = STATEMENT_TIMEOUT_S, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         self._dsn, self.schema, self._pool_size = dsn, schema, pool_size
+        self._timeout_s, self._connect_timeout_s = timeout_s, connect_timeout_s
         self._pool: asyncpg.Pool | None = None
         self._sql: dict[str, str] = {}  # qmark SQL -> numbered, converted once
-        self._timeout_s, self._connect_timeout_s = timeout_s, connect_timeout_s
         # The connection of the snapshot the current task is in, if any.
         self._snapshot: contextvars.ContextVar[asyncpg.Connection | None] = contextvars.ContextVar(
             f"snapshot-{id(self)}", default=None)

@@ -119,7 +119,6 @@ PUT_SECRET = ("INSERT INTO secrets (stream_id, name, sealed) VALUES (?, ?, ?)"
 DROP_SECRET = "DELETE FROM secrets WHERE stream_id = ? AND name = ?"
 SELECT_EVENTS = "SELECT position, stream_id, version, recorded_at_us, type, data, hash FROM events"
 _COLUMN_TYPES = (int, str, int, int, str, bytes, bytes)  # of a SELECT_EVENTS row
-
 # Result codes meaning the database cannot be used right now (still locked after the wait, disk
 # full or failing, file unreadable), as opposed to a statement that is wrong.
 OUTAGE_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL,
@@ -131,6 +130,7 @@ def is_outage(exc: BaseException) -> bool:
     if isinstance(exc, sqlite3.OperationalError):
         return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in OUTAGE_CODES  # extended -> primary code
     return isinstance(exc, (OSError, TimeoutError))
+
 
 def path_of(url: str) -> str:
     """The file path of a `sqlite:///relative` or `sqlite:////absolute` URL."""
@@ -161,8 +161,8 @@ def _secret_statement(stream_id: str, secret: Secret) -> tuple[str, tuple]:
 class SQLiteRecorder(Recorder):
     def __init__(self, path: str, *, timeout_s: float = STATEMENT_TIMEOUT_S) -> None:
         self.path = path
-        self._writer: aiosqlite.Connection | None = None
         self._timeout_s = timeout_s  # how long a write waits for another process's write lock
+        self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
         # aiosqlite serialises calls per connection but not transactions: one at a time.
         self._write_lock = asyncio.Lock()
@@ -190,8 +190,8 @@ class SQLiteRecorder(Recorder):
         [(version,)] = await self._writer.execute_fetchall(CURRENT_VERSION)
         return version
 
-    async def _connect(self) -> aiosqlite.Connection:
     @reporting_outages(is_outage)
+    async def _connect(self) -> aiosqlite.Connection:
         db = await aiosqlite.connect(self.path, isolation_level=None)
         await db.execute(f"PRAGMA busy_timeout = {int(self._timeout_s * 1000)}")
         await db.execute("PRAGMA journal_mode = WAL")
@@ -236,11 +236,11 @@ class SQLiteRecorder(Recorder):
         # OverflowError: a value beyond SQLite's 64-bit INTEGER.
         return await isolating_rejections(units, self._locked_append, (sqlite3.IntegrityError, OverflowError))
 
+    @reporting_outages(is_outage)
     async def _locked_append(self, units: Sequence[Append]) -> list[Outcome]:
         async with self._write_lock:
             return await self._append_in_transaction(units)
 
-    @reporting_outages(is_outage)
     async def _append_in_transaction(self, units: Sequence[Append]) -> list[Outcome]:
         db = self._writer
         await db.execute("BEGIN IMMEDIATE")
@@ -290,33 +290,33 @@ class SQLiteRecorder(Recorder):
         for sql, params in projections.grouped(recorded):
             await self._writer.executemany(sql, params)
 
+    @reporting_outages(is_outage)
     async def read(self, after: int = 0, limit: int = 1000) -> list[Recorded]:
         rows = await self._reader.execute_fetchall(
             f"{SELECT_EVENTS} WHERE position > ? ORDER BY position LIMIT ?", (after, limit))
         return [_row_to_recorded(row) for row in rows]
-    @reporting_outages(is_outage)
 
+    @reporting_outages(is_outage)
     async def read_stream(self, stream_id: str) -> list[Recorded]:
         rows = await self._reader.execute_fetchall(
             f"{SELECT_EVENTS} WHERE stream_id = ? ORDER BY version", (stream_id,))
         return [_row_to_recorded(row) for row in rows]
-    @reporting_outages(is_outage)
 
+    @reporting_outages(is_outage)
     async def fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
         return list(await self._reader.execute_fetchall(sql, tuple(params)))
 
-    async def remove_text(self, before_us: int, now_us: int, limit: int = 1000) -> int:
     @reporting_outages(is_outage)
+    async def remove_text(self, before_us: int, now_us: int, limit: int = 1000) -> int:
         async with self._write_lock:
             cursor = await self._writer.execute(REMOVE_TEXT, (now_us, before_us, limit))
             return cursor.rowcount
-    @reporting_outages(is_outage)
 
+    @reporting_outages(is_outage)
     async def rebuild(self, batches: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
         async with self._write_lock:
             db = self._writer
             await db.execute("BEGIN IMMEDIATE")
-    @reporting_outages(is_outage)
             try:
                 if reset:
                     for table in projections.TABLES:
