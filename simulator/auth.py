@@ -6,13 +6,18 @@ tests should see, so it gets the provider's own 401 rather than a silent success
     /v1/messages  Anthropic: ``x-api-key: <key>``
     /v1/*         OpenAI: ``Authorization: Bearer <key>``
     /v1beta/*     Gemini: ``x-goog-api-key: <key>`` header, or the ``key`` query parameter
+
+With the ``echo_key`` setting every provider request is refused with that 401, quoting the
+key it carried the way providers do.
 """
 
 from collections.abc import Awaitable, Callable
+from urllib.parse import quote
 
 from aiohttp import web
 
 from simulator import anthropic_wire, gemini_wire, openai_wire
+from simulator.settings import SETTINGS_KEY
 
 ANTHROPIC_PATH = "/v1/messages"
 OPENAI_PREFIX = "/v1/"
@@ -51,8 +56,31 @@ def credential_error(request: web.Request) -> web.Response | None:
     return None
 
 
+def received_key(request: web.Request) -> str:
+    """The key a provider request carried, whichever way its route family sends it."""
+    return request.headers.get("x-api-key", "").strip() or bearer_token(request) or goog_api_key(request)
+
+
+def echoed_key_error(request: web.Request) -> web.Response | None:
+    """A 401 quoting the key received (as it is, as a bearer header, URL-encoded), in the
+    route family's format; None for a request that is not a provider request."""
+    key = received_key(request)
+    message = (f"Incorrect API key provided: {key}. Sent as 'Authorization: Bearer {key}'"
+               f" (url: key={quote(key, safe='')}).")
+    if request.path == ANTHROPIC_PATH:
+        return anthropic_wire.error_response(401, message)
+    if request.path.startswith(OPENAI_PREFIX):
+        return openai_wire.error_response(401, message, code="invalid_api_key")
+    if request.path.startswith(GEMINI_PREFIX):
+        return gemini_wire.error_response(401, message)
+    return None
+
+
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Answer 401 (in the route family's format) to provider requests without a credential."""
+    """Answer 401 (in the route family's format) to provider requests without a credential,
+    or to every provider request when the `echo_key` setting is on."""
     error = credential_error(request)
+    if error is None and request.app[SETTINGS_KEY].echo_key:
+        error = echoed_key_error(request)
     return error if error is not None else await handler(request)

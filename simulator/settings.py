@@ -10,11 +10,15 @@ class Settings(msgspec.Struct, frozen=True):
     latency_ms: wait this long before sending response headers.
     tokens_per_second: generation speed; 0 means "as fast as possible".
     completion_tokens: how many tokens a completion has unless a directive says otherwise.
+    echo_key: refuse every provider request with its family's 401, quoting the key received
+        as real providers do (as it is, in `Bearer <key>` and URL-encoded), so tests can check
+        that no key travels on to a client, a log or the ledger.
     """
 
     latency_ms: int = 0
     tokens_per_second: float = 0
     completion_tokens: int = 16
+    echo_key: bool = False
 
 
 SETTINGS_KEY = web.AppKey("settings", Settings)
