@@ -119,7 +119,7 @@ class StreamRelay(BilledRelay):
     def __init__(self, services: Services, caller: Caller, request: ChatRequest,
                  model: Resolved, upstream: ChatStream, byok: bool = False) -> None:
         self.services, self.caller, self.request = services, caller, request
-        self.model, self.upstream, self.byok = model, upstream, byok
+        self.model, self.upstream, self.byok, self.requested = model, upstream, byok, request.model
         self.delivered, self.usage, self.text = 0, None, []
         self.usage_chunk: dict | None = None
 
@@ -133,7 +133,7 @@ class StreamRelay(BilledRelay):
                 continue
             await response.write(sse.frame(chunk.data))
             self.delivered += chunk.tokens
-            self.text.extend(c.get("delta", {}).get("content") or "" for c in chunk.parsed.get("choices") or ())
+            self.text.extend((c.get("delta") or {}).get("content") or "" for c in chunk.parsed.get("choices") or ())
 
     async def _bill(self, status: int, *, estimated: bool) -> dict:
         usage = self.usage if not estimated else Usage(estimate_prompt_tokens(self.request), self.delivered)
@@ -151,15 +151,11 @@ class StreamRelay(BilledRelay):
         await response.write(sse.DONE)
         await response.write_eof()
 
-    async def _upstream_failed(self, response: web.StreamResponse, exc: UpstreamError) -> None:
+    async def _record_failure(self, exc: UpstreamError) -> None:
         await _record_failure(self.services, self.caller, self.model, self.request, exc)
-        error = exc.to_api_error(self.model.provider_id, self.request.model)
-        try:
-            await response.write(sse.frame(encode(error.body())))
-            await response.write(sse.DONE)
-            await response.write_eof()
-        except ConnectionError:
-            pass  # the client left too; the failure is already recorded
+
+    def _error_frames(self, error: ApiError) -> bytes:
+        return sse.frame(encode(error.body())) + sse.DONE
 
 
 def chat_cost(services: Services, model: Resolved, usage: Usage) -> Cost:

@@ -19,7 +19,7 @@ from gateway.billing import Cost, Usage, cost_body
 from gateway.catalogue import Resolved
 from gateway.charges import Outcome, admit, record
 from gateway.chat import chat_cost, resolve_chat_model
-from gateway.errors import UpstreamError
+from gateway.errors import ApiError, UpstreamError
 from gateway.jsonio import encode
 from gateway.providers.anthropic_wire import MessageEvent, event_frame
 from gateway.providers.base import ChatCall, ChatStream, Provider
@@ -146,7 +146,7 @@ class MessagesRelay(BilledRelay):
     def __init__(self, services: Services, caller: Caller, request: MessagesRequest,
                  model: Resolved, upstream: MessageEvents, byok: bool = False) -> None:
         self.services, self.caller, self.request = services, caller, request
-        self.model, self.upstream, self.byok = model, upstream, byok
+        self.model, self.upstream, self.byok, self.requested = model, upstream, byok, request.model
         self.delivered, self.usage, self.text = 0, None, []
         self.closing = {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
                         "usage": {}}
@@ -178,15 +178,11 @@ class MessagesRelay(BilledRelay):
         await response.write(MESSAGE_STOP)
         await response.write_eof()
 
-    async def _upstream_failed(self, response: web.StreamResponse, exc: UpstreamError) -> None:
+    async def _record_failure(self, exc: UpstreamError) -> None:
         await _record_failure(self.services, self.caller, self.model, self.request, exc)
-        error = exc.to_api_error(self.model.provider_id, self.request.model)
-        try:
-            # Anthropic's error event, carrying the gateway's error object.
-            await response.write(event_frame("error", encode({"type": "error", **error.body()})))
-            await response.write_eof()
-        except ConnectionError:
-            pass  # the client left too; the failure is already recorded
+
+    def _error_frames(self, error: ApiError) -> bytes:
+        return event_frame("error", encode({"type": "error", **error.body()}))  # Anthropic's error event
 
 
 def _outcome(model: Resolved, request: MessagesRequest, status: int, usage: Usage, cost: Cost, *,

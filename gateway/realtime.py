@@ -8,7 +8,8 @@ of a response cut short, is not estimated). When either side closes, the other i
 """
 
 import asyncio
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 import aiohttp
 import msgspec
@@ -21,6 +22,7 @@ from gateway.charges import Outcome, admit, record
 from gateway.chat import chat_cost
 from gateway.errors import ApiError, UpstreamError, bad_request
 from gateway.middleware import KEY_SUBPROTOCOL
+from gateway.providers.openai import input_output_usage
 from gateway.services import Caller, Services
 
 ROUTE = "/v1/realtime"
@@ -40,18 +42,8 @@ class RealtimeProvider(Protocol):
         """The provider's realtime WebSocket; raises UpstreamError if it will not open."""
 
 
-class _InputDetails(msgspec.Struct):
-    cached_tokens: int = 0
-
-
-class _ReportedUsage(msgspec.Struct):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    input_token_details: _InputDetails | None = None
-
-
 class _Response(msgspec.Struct):
-    usage: _ReportedUsage | None = None
+    usage: Any = None  # checked by billing's rule (`input_output_usage`), not by the decoder
 
 
 class _ServerEvent(msgspec.Struct):
@@ -65,7 +57,8 @@ _EVENT = msgspec.json.Decoder(_ServerEvent)
 
 
 def reported_usage(text: str) -> Usage | None:
-    """The usage a `response.done` event reports; None for any other event."""
+    """The usage a `response.done` event reports; None for any other event. UpstreamError 502
+    when the report is not sound (negative, fractional, textual, huge or inconsistent counts)."""
     if DONE_MARKER not in text:  # most events are deltas: skip them without decoding
         return None
     try:
@@ -75,9 +68,7 @@ def reported_usage(text: str) -> Usage | None:
         return None
     if event.type != "response.done" or event.response is None or event.response.usage is None:
         return None
-    usage = event.response.usage
-    cached = usage.input_token_details.cached_tokens if usage.input_token_details else 0
-    return Usage(usage.input_tokens, usage.output_tokens, cached)
+    return input_output_usage(event.response.usage)
 
 
 def added(total: Usage, more: Usage) -> Usage:
@@ -96,9 +87,9 @@ def close_code(message: aiohttp.WSMessage, lost: int) -> int:
     return WSCloseCode.OK if message.type is WSMsgType.CLOSING else lost
 
 
-def close_reason(message: aiohttp.WSMessage) -> bytes:
+def close_reason(message: aiohttp.WSMessage, redact: Callable[[str], str] = str) -> bytes:
     reason = message.extra if message.type is WSMsgType.CLOSE and isinstance(message.extra, str) else ""
-    return reason.encode()[:CLOSE_REASON_BYTES]
+    return redact(reason).encode()[:CLOSE_REASON_BYTES]
 
 
 def offered_protocols(header: str) -> list[str]:
@@ -145,7 +136,7 @@ async def open_session(services: Services, caller: Caller, model_id: str) -> "Re
         await record(services, caller, Outcome(route=ROUTE, model=model.model_id, provider=model.provider_id,
                                                status=exc.client_status(), stream=True, error=exc.message))
         raise exc.to_api_error(model.provider_id, model_id) from None
-    return RealtimeSession(services, caller, model, upstream, byok=bool(api_key))
+    return RealtimeSession(services, caller, model, upstream, api_key)
 
 
 # The sessions open in this process, so a shutdown can end each one (and record its charge)
@@ -162,9 +153,11 @@ class RealtimeSession:
     """One client WebSocket and its provider WebSocket, pumped both ways until either closes."""
 
     def __init__(self, services: Services, caller: Caller, model: Resolved,
-                 upstream: aiohttp.ClientWebSocketResponse, byok: bool) -> None:
+                 upstream: aiohttp.ClientWebSocketResponse, api_key: str) -> None:
         self.services, self.caller, self.model = services, caller, model
-        self.upstream, self.byok = upstream, byok
+        self.upstream, self.byok = upstream, bool(api_key)
+        # The provider's events may quote the key it received (its error events do): never relayed.
+        self._redact = services.redactor.including(api_key).by_value
         self.usage, self.upgraded, self.error = Usage(), False, ""
         self.client = web.WebSocketResponse(protocols=(PROTOCOL,), max_msg_size=MAX_MESSAGE_BYTES)
 
@@ -190,12 +183,13 @@ class RealtimeSession:
                     sink: web.WebSocketResponse | aiohttp.ClientWebSocketResponse, lost: int) -> None:
         """Relay `source`'s messages to `sink` as they arrive; when `source` ends, close `sink`."""
         message = await source.receive()
+        from_provider = source is self.upstream
         while message.type in RELAYED:
-            if source is self.upstream and message.type is WSMsgType.TEXT:
+            if from_provider and message.type is WSMsgType.TEXT:
                 self._bill(message.data)
             try:
                 if message.type is WSMsgType.TEXT:
-                    await sink.send_str(message.data)
+                    await sink.send_str(self._redact(message.data) if from_provider else message.data)
                 else:
                     await sink.send_bytes(message.data)
             except ConnectionError:
@@ -203,10 +197,17 @@ class RealtimeSession:
             message = await source.receive()
         if source is self.upstream and message.type not in (WSMsgType.CLOSE, WSMsgType.CLOSING):
             self.error = "the provider's realtime connection broke off"
-        await sink.close(code=close_code(message, lost), message=close_reason(message))
+        reason = close_reason(message, self._redact if from_provider else str)
+        await sink.close(code=close_code(message, lost), message=reason)
 
     def _bill(self, text: str) -> None:
-        if (usage := reported_usage(text)) is not None:
+        try:
+            usage = reported_usage(text)
+        except UpstreamError as exc:  # an unsound report is never charged; the session names it
+            log.warning("realtime_usage_invalid", error=exc.message)
+            self.error = exc.message
+            return
+        if usage is not None:
             self.usage = added(self.usage, usage)
 
     async def _end(self, client: web.WebSocketResponse) -> None:

@@ -2,23 +2,43 @@
 
 A stream that completes is billed on the usage the provider reports, then finished. A client
 that leaves is billed (status 499) for what it was sent, and the upstream request is cancelled.
-A provider that fails mid-way is recorded, not charged, and the client told in the stream.
+A provider that fails mid-way (an error, a malformed chunk, a stream ended without its end
+marker) is recorded, not charged, and the client told in the stream. A charge the ledger
+cannot record ends the stream with an error event too, never with a silent cut.
 """
 
 import abc
 import asyncio
 
+import structlog
 from aiohttp import web
 
-from gateway.errors import UpstreamError
+from gateway.catalogue import Resolved
+from gateway.errors import ApiError, UpstreamError, ledger_unavailable
 from gateway.providers.base import ChatStream
+from ledger.recorder import AppendRejected, LedgerUnavailable
+from ledger.writer import WriterClosed
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                "X-Accel-Buffering": "no"}
+# What the ledger raises when a request cannot be recorded: nothing was charged.
+UNRECORDED = (LedgerUnavailable, WriterClosed, AppendRejected)
+
+log = structlog.get_logger("gateway.relay")
+
+
+def unrecorded_error(exc: Exception) -> ApiError:
+    """What the client hears when its stream's charge could not be recorded."""
+    if isinstance(exc, AppendRejected):
+        return ApiError(500, "the gateway could not record this request; nothing was charged",
+                        type="server_error")
+    return ledger_unavailable()
 
 
 class BilledRelay(abc.ABC):
     upstream: ChatStream  # anything with aclose(); subclasses iterate it in _relay
+    model: Resolved
+    requested: str  # the model as the client named it
 
     async def send(self, http_request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers=SSE_HEADERS)
@@ -33,9 +53,28 @@ class BilledRelay(abc.ABC):
             raise
         finally:
             await self.upstream.aclose()
-        billed = await self._bill(200, estimated=self._usage_unreported())
+        try:
+            billed = await self._bill(200, estimated=self._usage_unreported())
+        except UNRECORDED as exc:
+            await self._end_with(response, unrecorded_error(exc))
+            return response
         await self._finish(response, billed)
         return response
+
+    async def _upstream_failed(self, response: web.StreamResponse, exc: UpstreamError) -> None:
+        """Record the failure (not charged) and tell the client in the stream."""
+        try:
+            await self._record_failure(exc)
+        except UNRECORDED as failure:  # the client still hears what failed; nothing was charged
+            log.warning("stream_failure_unrecorded", error=repr(failure), upstream_error=exc.message)
+        await self._end_with(response, exc.to_api_error(self.model.provider_id, self.requested))
+
+    async def _end_with(self, response: web.StreamResponse, error: ApiError) -> None:
+        try:
+            await response.write(self._error_frames(error))
+            await response.write_eof()
+        except ConnectionError:
+            pass  # the client left too; what happened is already recorded
 
     @abc.abstractmethod
     async def _relay(self, response: web.StreamResponse) -> None:
@@ -54,5 +93,9 @@ class BilledRelay(abc.ABC):
         """Send the closing frames, carrying what was charged, and end the response."""
 
     @abc.abstractmethod
-    async def _upstream_failed(self, response: web.StreamResponse, exc: UpstreamError) -> None:
-        """Record the failure (not charged) and tell the client in the stream."""
+    async def _record_failure(self, exc: UpstreamError) -> None:
+        """Record the provider's failure in the ledger, not charged."""
+
+    @abc.abstractmethod
+    def _error_frames(self, error: ApiError) -> bytes:
+        """The frames that end the stream with `error`, in the route's own format."""

@@ -23,6 +23,8 @@ Stream events: message_start, ping, then per block content_block_start,
 content_block_delta*, content_block_stop, then message_delta, message_stop.
 ``[sim:error_after=K]`` sends K deltas and then an ``error`` event (overloaded_error);
 without streaming it answers 529. drop_after / hang_after count deltas the same way.
+A hostile provider's faults (`simulator.hostile`: usage, malformed, bad_chunk, no_end) spoil
+the answer; a stream's broken events come after its content blocks, before message_delta.
 """
 
 import itertools
@@ -35,7 +37,7 @@ import orjson
 from aiohttp import web
 
 from simulator import anthropic_wire as wire
-from simulator import directives
+from simulator import directives, hostile
 from simulator.behaviour import abandoned, delay_headers, pace
 from simulator.connection import drop_connection, wait_until_gone
 from simulator.plan import Plan, generation_time, make_plan
@@ -91,21 +93,26 @@ class Reply(msgspec.Struct, frozen=True):
     prompt_tokens: int
     cache_read: int
     cache_write: int
+    faults: hostile.HostileDirectives = hostile.NO_FAULTS
 
     @property
     def output_tokens(self) -> int:
         return len(self.texts) + (len(self.tool.fragments) if self.tool else 0)
 
-    def usage(self, output_tokens: int) -> dict[str, int]:
+    def usage(self, output_tokens: int) -> dict[str, Any]:
         input_tokens = self.prompt_tokens - self.cache_read - self.cache_write
-        return wire.usage_body(input_tokens, output_tokens, self.cache_write, self.cache_read)
+        usage = wire.usage_body(input_tokens, output_tokens, self.cache_write, self.cache_read)
+        if self.faults.usage == "cached_over":  # cache counts are apart from input_tokens here
+            return {**usage, "input_tokens": -10, "cache_read_input_tokens": self.prompt_tokens + 10}
+        return hostile.spoiled_usage(usage, self.faults.usage, "input_tokens")
 
     def body(self) -> dict[str, Any]:
         content = [wire.text_block("".join(self.texts))] if self.texts else []
         if self.tool:
             content.append(wire.tool_use_block(self.tool.id, self.tool.name, self.tool.input))
-        return wire.message_body(self.message_id, self.model, content, self.stop_reason,
+        body = wire.message_body(self.message_id, self.model, content, self.stop_reason,
                                  self.stop_sequence, self.usage(self.output_tokens))
+        return {**body, "content": hostile.MALFORMED} if self.faults.malformed else body
 
 
 def tool_input(schema: dict[str, Any]) -> dict[str, Any]:
@@ -207,7 +214,7 @@ def compose(parsed: wire.MessagesRequest, found: AnthropicDirectives, plan: Plan
     cache_read = min(found.cache_read or 0, prompt_tokens)
     cache_write = min(found.cache_write or 0, prompt_tokens - cache_read)
     return Reply(f"msg_sim_{uuid.uuid4().hex[:24]}", parsed.model, texts, call, stop_reason,
-                 stop, prompt_tokens, cache_read, cache_write)
+                 stop, prompt_tokens, cache_read, cache_write, found)
 
 
 def _stop_reason(stop: str | None, truncated: bool, refusal: bool, tool: bool) -> str:
@@ -304,8 +311,11 @@ def _events(reply: Reply) -> Iterator[tuple[bytes, Kind]]:
         index = 1
     if reply.tool:
         yield from _tool_events(index, reply.tool)
+    malformed = wire.event("content_block_delta", index=0, delta=hostile.MALFORMED)
+    yield from ((frame, "frame") for frame in hostile.broken_frames(reply.faults, malformed))
     yield wire.message_delta(reply.stop_reason, reply.stop_sequence, reply.output_tokens), "close"
-    yield wire.event("message_stop"), "frame"
+    if not reply.faults.no_end:
+        yield wire.event("message_stop"), "frame"
 
 
 def _tool_events(index: int, tool: ToolCall) -> Iterator[tuple[bytes, Kind]]:

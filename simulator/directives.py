@@ -21,6 +21,8 @@ from typing import Annotated, Literal, TypeVar
 
 import msgspec
 
+from simulator.hostile import HostileDirectives
+
 MARKER = "[sim:"
 _DIRECTIVE = re.compile(r"\[sim:([a-z_]+)(?:=([^\]]*))?\]")
 
@@ -32,8 +34,10 @@ class DirectiveError(ValueError):
     """A ``[sim:...]`` marker with an unknown name or an invalid value."""
 
 
-class Directives(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class Directives(HostileDirectives, frozen=True, forbid_unknown_fields=True):
     """Per-request overrides; None / False means "not given".
+
+    usage, malformed, bad_chunk, no_end: a hostile provider's faults (`simulator.hostile`).
 
     status: answer with this HTTP error status (400-599) and an error body.
     latency_ms: wait this long before sending response headers.

@@ -24,7 +24,9 @@ What the answer holds:
 
 The stream sends one event per text token, each with the running usageMetadata, then one
 event with the function call if any, then a last event with an empty text part, the
-finishReason and the full usage. drop_after / hang_after count token events. Without
+finishReason and the full usage. A hostile provider's faults (`simulator.hostile`: usage,
+malformed, bad_chunk, no_end) spoil the answer; a stream's broken events come after the
+token events. drop_after / hang_after count token events. Without
 ``alt=sse`` the same events come back as one JSON array.
 """
 
@@ -37,7 +39,7 @@ import msgspec
 import orjson
 from aiohttp import web
 
-from simulator import directives
+from simulator import directives, hostile
 from simulator.behaviour import abandoned, delay_headers, pace, stream_cut
 from simulator.connection import drop_connection, wait_until_gone
 from simulator.gemini_music import PROMPT_BLOCKED_MESSAGE
@@ -100,6 +102,7 @@ class Reply(msgspec.Struct, frozen=True):
     prompt_tokens: int
     cached: int
     thoughts: int
+    faults: hostile.HostileDirectives = hostile.NO_FAULTS
 
     @property
     def output_tokens(self) -> int:
@@ -108,22 +111,31 @@ class Reply(msgspec.Struct, frozen=True):
 
     def body(self) -> dict[str, Any]:
         texts = [text_part("".join(self.texts))] if self.texts else []
-        return self._payload(texts + self.calls, self.finish_reason, self.output_tokens)
+        body = self._payload(texts + self.calls, self.finish_reason, self.output_tokens)
+        return {**body, "candidates": hostile.MALFORMED} if self.faults.malformed else body
 
     def events(self) -> list[dict[str, Any]]:
-        """The stream's events: one per text token, the calls, then the finish."""
+        """The stream's events: one per text token, the calls, then the finish (none when the
+        stream is to end without one)."""
         events = [self._payload([text_part(text)], None, self.count * sent)
                   for sent, text in enumerate(self.texts, 1)]
         if self.calls:
             events.append(self._payload(self.calls, None, self.output_tokens))
-        events.append(self._payload([text_part("")], self.finish_reason, self.output_tokens))
+        finish = None if self.faults.no_end else self.finish_reason
+        events.append(self._payload([text_part("")], finish, self.output_tokens))
         return events
+
+    @property
+    def broken_frames(self) -> list[bytes]:
+        """The broken events a hostile stream sends before its last event."""
+        return hostile.broken_frames(self.faults, sse_event({"candidates": hostile.MALFORMED}))
 
     def _payload(self, parts: list[dict[str, Any]], finish: str | None, tokens: int) -> dict[str, Any]:
         content = {"role": "model", "parts": parts}
         candidates = [{"content": content, **({"finishReason": finish} if finish else {}), "index": index}
                       for index in range(self.count)]
         usage = usage_metadata(self.prompt_tokens, tokens, cached=self.cached, thoughts=self.thoughts)
+        usage = hostile.spoiled_usage(usage, self.faults.usage, "promptTokenCount", ("cachedContentTokenCount",))
         return {**generate_content_body(candidates, usage, self.model), "responseId": self.response_id}
 
 
@@ -133,6 +145,7 @@ class Answer(msgspec.Struct, frozen=True):
     body: dict[str, Any]
     events: list[dict[str, Any]]
     token_events: int
+    broken_frames: list[bytes] = []  # a hostile stream's, sent before its closing events
 
 
 async def generate_content(request: web.Request, model: str) -> web.StreamResponse:
@@ -206,8 +219,8 @@ def compose(chat: ChatRequest, found: GeminiChatDirectives, plan: Plan, model: s
     finish = found.finish or ("MAX_TOKENS" if plan.truncated else "STOP")
     count = (chat.generation_config.candidate_count if chat.generation_config else None) or 1
     reply = Reply(f"sim{uuid.uuid4().hex[:20]}", model, list(iter_tokens(plan.tokens)), calls, finish,
-                  count, prompt_tokens, min(found.cached or 0, prompt_tokens), found.thoughts or 0)
-    return Answer(reply.body(), reply.events(), len(reply.texts))
+                  count, prompt_tokens, min(found.cached or 0, prompt_tokens), found.thoughts or 0, found)
+    return Answer(reply.body(), reply.events(), len(reply.texts), reply.broken_frames)
 
 
 def prompt_token_count(chat: ChatRequest) -> int:
@@ -284,6 +297,8 @@ async def _send_events(request: web.Request, response: web.StreamResponse, answe
     if plan.hang_after is not None:
         await wait_until_gone(request)
         return "disconnected"
+    for frame in answer.broken_frames:
+        await response.write(frame)
     for event in answer.events[answer.token_events:]:
         await response.write(sse_event(event))
     await response.write_eof()

@@ -27,6 +27,7 @@ from aiohttp import BodyPartReader, web
 
 from simulator.behaviour import pace
 from simulator.connection import drop_connection, wait_until_gone
+from simulator.hostile import NO_FAULTS, HostileDirectives, spoiled_usage
 from simulator.mp3 import audio_start, frames_for, parse_frame_header, silent_frames
 from simulator.openai_media import BadRequest, bad_request, convert, json_body, media_directives, \
     media_plan, refusal
@@ -275,8 +276,9 @@ def subtitles(parts: list[dict[str, Any]], vtt: bool) -> str:
     return ("WEBVTT\n\n" if vtt else "") + "\n".join(cues)
 
 
-def transcription_answer(call: Transcription) -> web.Response:
-    """The answer in the asked format: JSON objects, or plain text, SRT or WebVTT."""
+def transcription_answer(call: Transcription, faults: HostileDirectives = NO_FAULTS) -> web.Response:
+    """The answer in the asked format: JSON objects, or plain text, SRT or WebVTT (a hostile
+    provider's faults spoil the usage, or make the text a number)."""
     words = transcript_words(call.seconds)
     text = completion_text(words).strip()
     if call.response_format == "text":
@@ -285,10 +287,12 @@ def transcription_answer(call: Transcription) -> web.Response:
         return web.Response(text=subtitles(segments(call.seconds), call.response_format == "vtt"),
                             content_type="text/plain")
     usage = transcription_usage(call, words)
+    usage = spoiled_usage(usage, faults.usage, "seconds" if usage["type"] == "duration" else "input_tokens")
+    shown = 5 if faults.malformed else text
     if call.response_format == "json":
-        return json_response({"text": text, "usage": usage})
+        return json_response({"text": shown, "usage": usage})
     return json_response({"task": "transcribe", "language": call.language, "duration": round(call.seconds, 3),
-                          "text": text, "segments": segments(call.seconds), "usage": usage})
+                          "text": shown, "segments": segments(call.seconds), "usage": usage})
 
 
 async def create_transcription(request: web.Request) -> web.StreamResponse:
@@ -299,7 +303,7 @@ async def create_transcription(request: web.Request) -> web.StreamResponse:
     except BadRequest as exc:
         return bad_request(exc)
     refused = await refusal(request, media_plan(request.app[SETTINGS_KEY], directives))
-    return refused if refused is not None else transcription_answer(call)
+    return refused if refused is not None else transcription_answer(call, directives)
 
 
 def add_routes(app: web.Application) -> None:

@@ -2,7 +2,9 @@
 
 Order of behaviour for one request: validate -> directives -> latency / hang ->
 simulated error status -> (non-stream) drop / hang_after / generation time ->
-response. Token counts and text follow `simulator.textgen`.
+response. Token counts and text follow `simulator.textgen`. A hostile provider's faults
+(`simulator.hostile`: usage, malformed, bad_chunk, no_end) spoil the answer; a stream's broken
+chunks come after its tokens, before the finish chunk.
 """
 
 import itertools
@@ -11,11 +13,13 @@ import uuid
 from typing import Any
 
 import msgspec
+import orjson
 from aiohttp import web
 
 from simulator.behaviour import abandoned, delay_headers, pace, stream_cut
 from simulator.connection import drop_connection, wait_until_gone
 from simulator.directives import DirectiveError, Directives, parse_directives
+from simulator.hostile import MALFORMED, NO_FAULTS, HostileDirectives, broken_frames, spoiled_usage
 from simulator.openai_wire import (
     DONE_EVENT,
     SSE_HEADERS,
@@ -44,6 +48,13 @@ class Reply(msgspec.Struct, frozen=True):
     prompt_tokens: int
     plan: Plan
     cached_tokens: int = 0
+    faults: HostileDirectives = NO_FAULTS
+
+    @property
+    def broken_frames(self) -> list[bytes]:
+        """The broken chunks a hostile stream sends after its content."""
+        malformed = b"data: " + orjson.dumps({"id": self.completion_id, "choices": MALFORMED}) + b"\n\n"
+        return broken_frames(self.faults, malformed)
 
     @property
     def finish_reason(self) -> str:
@@ -52,14 +63,16 @@ class Reply(msgspec.Struct, frozen=True):
 
     @property
     def usage(self) -> dict[str, Any]:
-        """The ``usage`` object of this completion."""
-        return usage_body(self.prompt_tokens, self.plan.tokens, self.cached_tokens)
+        """The ``usage`` object of this completion (as a hostile provider spoils it, if asked)."""
+        usage = usage_body(self.prompt_tokens, self.plan.tokens, self.cached_tokens)
+        return spoiled_usage(usage, self.faults.usage, "prompt_tokens", ("prompt_tokens_details", "cached_tokens"))
 
     def body(self, content: str) -> dict[str, Any]:
         """The non-streamed ``chat.completion`` object carrying `content`."""
-        return completion_body(
+        body = completion_body(
             self.completion_id, self.created, self.model, content, self.finish_reason, self.usage
         )
+        return {**body, "choices": MALFORMED} if self.faults.malformed else body
 
 
 class BadRequest(ValueError):
@@ -78,7 +91,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if plan.status is not None:
         return simulated_error(plan.status)
     reply = Reply(_completion_id(), int(time.time()), chat.model, count_prompt_tokens(texts), plan,
-                  directives.cache_read or 0)
+                  directives.cache_read or 0, directives)
     if chat.stream:
         return await _stream(request, reply, chat.include_usage)
     return await _respond_json(request, reply)
@@ -152,10 +165,13 @@ async def _send_events(
     if plan.hang_after is not None:
         await wait_until_gone(request)
         return "disconnected"
+    for frame in reply.broken_frames:
+        await response.write(frame)
     await response.write(encoder.finish(reply.finish_reason))
     if include_usage:
         await response.write(encoder.usage(reply.usage))
-    await response.write(DONE_EVENT)
+    if not reply.faults.no_end:
+        await response.write(DONE_EVENT)
     await response.write_eof()
     return "completed"
 

@@ -8,7 +8,8 @@ exact float32, so the float and base64 (little-endian float32) forms agree bit f
 
 Tokens: the whitespace-separated words of each string input (simulator.textgen's count,
 without its per-message overhead), or the length of each token array.
-Directives (`[sim:status=503]`, latency_ms, hang, drop_after) are read from the inputs.
+Directives (`[sim:status=503]`, latency_ms, hang, drop_after, and a hostile provider's usage
+and malformed) are read from the inputs.
 """
 
 import base64
@@ -23,6 +24,7 @@ from aiohttp import web
 
 from simulator.openai_media import BadRequest, bad_request, convert, json_body, media_directives, \
     media_plan, refusal
+from simulator.hostile import MALFORMED, NO_FAULTS, HostileDirectives, spoiled_usage
 from simulator.openai_wire import json_response
 from simulator.recording import RECORD_KEY
 from simulator.settings import SETTINGS_KEY
@@ -85,15 +87,17 @@ def tokens_of(item: str | list[int]) -> int:
     return len(item)
 
 
-def embeddings_body(request: EmbeddingRequest, items: list[str | list[int]]) -> dict[str, Any]:
-    """The ``list`` object OpenAI answers with."""
+def embeddings_body(request: EmbeddingRequest, items: list[str | list[int]],
+                    faults: HostileDirectives = NO_FAULTS) -> dict[str, Any]:
+    """The ``list`` object OpenAI answers with (as a hostile provider spoils it, if asked)."""
     dimensions = request.dimensions or MODEL_DIMENSIONS.get(request.model, DEFAULT_DIMENSIONS)
     encode = encode_base64 if request.encoding_format == "base64" else (lambda values: values)
     data = [{"object": "embedding", "index": index, "embedding": encode(vector(item, dimensions))}
             for index, item in enumerate(items)]
     tokens = sum(tokens_of(item) for item in items)
-    return {"object": "list", "data": data, "model": request.model,
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+    usage = spoiled_usage({"prompt_tokens": tokens, "total_tokens": tokens}, faults.usage, "prompt_tokens")
+    return {"object": "list", "data": MALFORMED if faults.malformed else data, "model": request.model,
+            "usage": usage}
 
 
 async def create_embeddings(request: web.Request) -> web.StreamResponse:
@@ -105,7 +109,7 @@ async def create_embeddings(request: web.Request) -> web.StreamResponse:
     except BadRequest as exc:
         return bad_request(exc)
     refused = await refusal(request, media_plan(request.app[SETTINGS_KEY], directives))
-    return refused if refused is not None else json_response(embeddings_body(parsed, items))
+    return refused if refused is not None else json_response(embeddings_body(parsed, items, directives))
 
 
 def add_routes(app: web.Application) -> None:

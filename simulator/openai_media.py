@@ -15,14 +15,18 @@ from aiohttp import web
 from simulator.behaviour import abandoned, delay_headers
 from simulator.connection import drop_connection
 from simulator.directives import ErrorStatus, NonNegative, parse_as
+from simulator.hostile import HostileDirectives
 from simulator.openai_chat import simulated_error
 from simulator.openai_wire import error_response
 from simulator.plan import Plan
 from simulator.settings import Settings
 
 
-class MediaDirectives(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class MediaDirectives(HostileDirectives, frozen=True, forbid_unknown_fields=True):
     """Per-request overrides; None / False means "not given".
+
+    usage, malformed: a hostile provider's faults (`simulator.hostile`; embeddings and
+        transcriptions).
 
     status, latency_ms, hang: as for chat.
     drop_after: abort the connection; a JSON answer is dropped before any byte, a speech

@@ -18,7 +18,7 @@ from gateway.errors import UpstreamError
 from gateway.jsonio import encode
 from gateway.providers import anthropic_wire as wire
 from gateway.providers.base import ChatCall, ChatReply, Chunk
-from gateway.providers.http import post_json, read_json, timeout_for
+from gateway.providers.http import post_json, read_json, scrubbed, timeout_for
 from gateway.providers.openai import delta_tokens
 
 
@@ -28,7 +28,7 @@ async def upstream_events(response: aiohttp.ClientResponse) -> AsyncIterator[tup
         async for event in sse.events(response.content):
             data = wire.decode_event(event.data)
             if data.get("type") == "error":
-                raise wire.stream_error(data)
+                raise scrubbed(wire.stream_error(data), response)  # it may quote the key sent
             yield event.name.decode() or str(data.get("type")), event.data, data
     except asyncio.TimeoutError:
         raise UpstreamError(504, "anthropic stopped streaming (read timeout)") from None
@@ -124,7 +124,7 @@ class AnthropicProvider:
         return AnthropicMessageStream(await self._post(call.api_key, body))
 
     async def _message(self, api_key: str, body: dict) -> dict:
-        return await read_json(self.id, await self._post(api_key, body))
+        return wire.checked_message(await read_json(self.id, await self._post(api_key, body)))
 
     async def _post(self, api_key: str, body: dict) -> aiohttp.ClientResponse:
         return await post_json(self._session, self.id, self._url, body, self.headers(api_key), self._timeout)

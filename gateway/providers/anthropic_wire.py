@@ -10,12 +10,14 @@ from types import MappingProxyType
 
 import msgspec
 
-from gateway.billing import Usage
+from gateway.billing import Usage, checked_usage, token_count, usage_report
 from gateway.errors import UpstreamError, bad_request
 from gateway.jsonio import encode, loads
 from gateway.logs import mask_secrets
+from gateway.providers.shapes import AnthropicEvent, AnthropicMessage, conforming
 
 API_VERSION = "2023-06-01"
+PROVIDER = "anthropic"
 FINISH_REASONS = MappingProxyType({
     "end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "max_tokens": "length",
     "model_context_window_exceeded": "length", "tool_use": "tool_calls", "refusal": "content_filter"})
@@ -203,13 +205,15 @@ def tool_choice_of(choice: str | dict | None, parallel: bool | None) -> dict | N
 
 # -- answers: Anthropic -> OpenAI chat ---------------------------------------------------------
 
-def usage_of(usage: dict | None) -> Usage:
-    """Anthropic usage as billing sees it: cache reads and writes are part of the prompt."""
-    usage = usage or {}
-    cache_read = int(usage.get("cache_read_input_tokens") or 0)
-    cache_write = int(usage.get("cache_creation_input_tokens") or 0)
-    prompt = int(usage.get("input_tokens") or 0) + cache_write + cache_read
-    return Usage(prompt, int(usage.get("output_tokens") or 0), cache_read, cache_write)
+def usage_of(usage: object) -> Usage:
+    """Anthropic usage as billing sees it: cache reads and writes are part of the prompt.
+    Checked by billing's rule: UpstreamError 502 when it is not sound."""
+    report = usage_report(PROVIDER, usage)
+    cache_read = token_count(PROVIDER, report, "cache_read_input_tokens")
+    cache_write = token_count(PROVIDER, report, "cache_creation_input_tokens")
+    prompt = token_count(PROVIDER, report, "input_tokens") + cache_write + cache_read
+    return checked_usage(PROVIDER, Usage(prompt, token_count(PROVIDER, report, "output_tokens"),
+                                         cache_read, cache_write))
 
 
 def openai_usage(usage: Usage) -> dict:
@@ -247,7 +251,7 @@ def stream_error(event: dict) -> UpstreamError:
     """The failure an `error` event reports in the middle of a stream."""
     error = event.get("error") or {}
     kind = str(error.get("type") or "error")
-    message = mask_secrets(str(error.get("message") or "no message"))[:500]
+    message = mask_secrets(str(error.get("message") or "no message"))  # by value, and cut short: http.scrubbed
     return UpstreamError(ERROR_STATUS.get(kind, 502), f"anthropic stream failed: {kind}: {message}")
 
 
@@ -259,7 +263,14 @@ def decode_event(data: bytes) -> dict:
         raise UpstreamError(502, "anthropic sent an event that is not JSON") from None
     if not isinstance(event, dict):
         raise UpstreamError(502, "anthropic sent an event that is not a JSON object")
+    conforming(PROVIDER, event, AnthropicEvent, "stream event")
     return event
+
+
+def checked_message(message: dict) -> dict:
+    """A whole Anthropic message, once its shape is checked (UpstreamError 502 otherwise)."""
+    conforming(PROVIDER, message, AnthropicMessage, "message")
+    return message
 
 
 class StreamTranslator:
@@ -324,7 +335,7 @@ class StreamTranslator:
 
     def _report(self, usage: dict | None) -> None:
         # Counts are cumulative; a field left out (or null) keeps its earlier value.
-        self.reported.update({k: v for k, v in (usage or {}).items() if isinstance(v, int)})
+        self.reported.update({k: v for k, v in (usage or {}).items() if v is not None})
 
     def _chunk(self, delta: dict, finish: str | None = None) -> dict:
         return {**self.head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}

@@ -23,7 +23,7 @@ from gateway.errors import UpstreamError
 from gateway.jsonio import encode
 from gateway.providers import google_chat as wire
 from gateway.providers.base import ChatCall, ChatReply, Chunk, MusicCall, MusicReply, SafetyBlocked
-from gateway.providers.http import post_json, read_json, timeout_for
+from gateway.providers.http import post_json, read_json, scrubbed, timeout_for
 from gateway.providers.openai import delta_tokens
 
 SAFETY_FINISH = frozenset({"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION",
@@ -44,7 +44,7 @@ def music_reply(body: dict) -> MusicReply:
         raise SafetyBlocked(f"the prompt was blocked by the provider's safety filter ({reason})")
     candidate = (body.get("candidates") or [{}])[0]
     parts = (candidate.get("content") or {}).get("parts") or []
-    audio = next((p["inlineData"] for p in parts if "inlineData" in p), None)
+    audio = next((p["inlineData"] for p in parts if p.get("inlineData")), None)
     if audio is None and candidate.get("finishReason") in SAFETY_FINISH:
         raise SafetyBlocked(f"the generation was stopped by the provider's safety filter"
                             f" ({candidate['finishReason']})")
@@ -54,15 +54,18 @@ def music_reply(body: dict) -> MusicReply:
         data = base64.b64decode(audio.get("data", ""), validate=True)
     except (binascii.Error, ValueError):
         raise UpstreamError(502, "google returned audio that is not valid base64") from None
-    text = "".join(p.get("text", "") for p in parts if "text" in p)
+    text = "".join(p.get("text") or "" for p in parts)
     return MusicReply(data, audio.get("mimeType", "audio/mpeg"), text)
 
 
 async def upstream_events(response: aiohttp.ClientResponse) -> AsyncIterator[dict]:
-    """The decoded data of each SSE event as it arrives."""
+    """The decoded data of each SSE event as it arrives; an `error` event raises."""
     try:
         async for event in sse.events(response.content):
-            yield wire.decode_event(event.data)
+            data = wire.decode_event(event.data)
+            if "error" in data:
+                raise scrubbed(wire.stream_error(data["error"]), response)  # it may quote the key sent
+            yield data
     except asyncio.TimeoutError:
         raise UpstreamError(504, "google stopped streaming (read timeout)") from None
     except aiohttp.ClientError as exc:
@@ -123,7 +126,7 @@ class GoogleProvider:
 
     async def chat(self, call: ChatCall) -> ChatReply:
         response = await self._post_chat(call, "generateContent")
-        answer = await read_json(self.id, response)
+        answer = wire.checked_answer(await read_json(self.id, response))
         reply = wire.completion(answer, wire.completion_id(call.request_id), call.upstream_model,
                                 int(time.time()))
         return ChatReply(reply, wire.usage_of(answer.get("usageMetadata")))
@@ -152,7 +155,7 @@ class GoogleProvider:
             async with asyncio.timeout(timeout_s):  # the whole round trip, body included
                 response = await post_json(self._session, self.id, url, music_body(call),
                                            self.headers(call.api_key), timeout)
-                return music_reply(await read_json(self.id, response))
+                return music_reply(wire.checked_answer(await read_json(self.id, response), "music answer"))
         except TimeoutError:
             raise UpstreamError(504, f"google did not finish the generation within {timeout_s:g} s") from None
         except UpstreamError as exc:

@@ -11,11 +11,13 @@ turns of one role are merged. No I/O here. Bad input raises ApiError 400 naming 
 import re
 from types import MappingProxyType
 
-from gateway.billing import Usage
+from gateway.billing import Usage, checked_usage, token_count, usage_report
 from gateway.errors import UpstreamError, bad_request
 from gateway.jsonio import encode, loads
 from gateway.logs import mask_secrets
+from gateway.providers.shapes import GeminiAnswer, conforming
 
+PROVIDER = "google"
 ROLES = MappingProxyType({"user": "user", "assistant": "model", "tool": "user"})
 SYSTEM_ROLES = frozenset({"system", "developer"})
 FINISH_REASONS = MappingProxyType({
@@ -277,7 +279,7 @@ def choice_of(chat_id: str, position: int, candidate: dict) -> dict:
     parts = (candidate.get("content") or {}).get("parts") or []
     text = visible_text(parts)
     calls = [tool_call(chat_id, index, number, part["functionCall"])
-             for number, part in enumerate(p for p in parts if "functionCall" in p)]
+             for number, part in enumerate(p for p in parts if p.get("functionCall"))]
     message: dict = {"role": "assistant", "content": text if text or not calls else None}
     if calls:
         message["tool_calls"] = calls
@@ -305,12 +307,13 @@ def finish_reason(reason: str | None, called: bool) -> str | None:
     return FINISH_REASONS.get(reason, "stop")
 
 
-def usage_of(metadata: dict | None) -> Usage:
-    """Gemini usageMetadata as billing sees it: thinking is output, tool-use prompts are input."""
+def usage_of(metadata: object) -> Usage:
+    """Gemini usageMetadata as billing sees it: thinking is output, tool-use prompts are input.
+    Checked by billing's rule: UpstreamError 502 when it is not sound."""
     count = _counter(metadata)
-    return Usage(count("promptTokenCount") + count("toolUsePromptTokenCount"),
-                 count("candidatesTokenCount") + count("thoughtsTokenCount"),
-                 count("cachedContentTokenCount"))
+    return checked_usage(PROVIDER, Usage(count("promptTokenCount") + count("toolUsePromptTokenCount"),
+                                         count("candidatesTokenCount") + count("thoughtsTokenCount"),
+                                         count("cachedContentTokenCount")))
 
 
 def openai_usage(metadata: dict | None) -> dict:
@@ -321,16 +324,16 @@ def openai_usage(metadata: dict | None) -> dict:
             "completion_tokens_details": {"reasoning_tokens": _counter(metadata)("thoughtsTokenCount")}}
 
 
-def _counter(metadata: dict | None):
-    metadata = metadata or {}
-    return lambda name: int(metadata.get(name) or 0)
+def _counter(metadata: object):
+    report = usage_report(PROVIDER, metadata)
+    return lambda name: token_count(PROVIDER, report, name)
 
 
 def stream_error(error: object) -> UpstreamError:
     """The failure an `error` object reports in the middle of a stream."""
     error = error if isinstance(error, dict) else {}
     code = error.get("code") if isinstance(error.get("code"), int) else 502
-    message = mask_secrets(str(error.get("message") or "no message"))[:500]
+    message = mask_secrets(str(error.get("message") or "no message"))  # by value, and cut short: http.scrubbed
     return UpstreamError(code if 400 <= code < 600 else 502,
                          f"google stream failed: {error.get('status') or code}: {message}")
 
@@ -343,7 +346,13 @@ def decode_event(data: bytes) -> dict:
         raise UpstreamError(502, "google sent an event that is not JSON") from None
     if not isinstance(event, dict):
         raise UpstreamError(502, "google sent an event that is not a JSON object")
-    return event
+    return checked_answer(event, "stream event")
+
+
+def checked_answer(answer: dict, what: str = "answer") -> dict:
+    """A GenerateContentResponse, once its shape is checked (UpstreamError 502 otherwise)."""
+    conforming(PROVIDER, answer, GeminiAnswer, what)
+    return answer
 
 
 class StreamTranslator:
@@ -397,7 +406,7 @@ class StreamTranslator:
 
     def _tool_calls(self, index: int, parts: list[dict]) -> list[dict]:
         calls = []
-        for part in (p for p in parts if "functionCall" in p):
+        for part in (p for p in parts if p.get("functionCall")):
             number = self.calls.get(index, 0)
             self.calls[index] = number + 1
             calls.append({"index": number, **tool_call(self.chat_id, index, number, part["functionCall"])})

@@ -3,26 +3,38 @@
 import asyncio
 import struct
 from collections.abc import AsyncIterator
-from decimal import Decimal
 
 import aiohttp
 import yarl
 
 from gateway import float32, sse
-from gateway.billing import Usage
+from gateway.billing import Usage, checked_usage, reported_seconds, token_count, usage_report
 from gateway.config import ProviderConfig
 from gateway.errors import UpstreamError
 from gateway.jsonio import loads
+from gateway.providers import shapes
 from gateway.providers.base import ChatCall, ChatReply, Chunk, EmbeddingCall, EmbeddingReply, FilePart, \
     FormField, SpeechCall, TranscriptionCall, TranscriptionReply
-from gateway.providers.http import post, post_json, read_json, timeout_for
+from gateway.providers.http import post, post_json, read_json, scrubbed, timeout_for
 from gateway.upload import encode_form, new_boundary
 
 
-def usage_of(usage: dict | None) -> Usage:
-    usage = usage or {}
-    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-    return Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), int(cached))
+def usage_of(usage: object, provider: str = "openai") -> Usage:
+    """OpenAI's chat usage, checked by billing's rule (UpstreamError 502 when it is not sound)."""
+    report = usage_report(provider, usage)
+    details = usage_report(provider, report.get("prompt_tokens_details"))
+    return checked_usage(provider, Usage(token_count(provider, report, "prompt_tokens"),
+                                         token_count(provider, report, "completion_tokens"),
+                                         token_count(provider, details, "cached_tokens")))
+
+
+def input_output_usage(usage: object, provider: str = "openai") -> Usage:
+    """The usage of transcriptions and realtime responses (input_tokens, output_tokens), checked."""
+    report = usage_report(provider, usage)
+    details = usage_report(provider, report.get("input_token_details"))
+    return checked_usage(provider, Usage(token_count(provider, report, "input_tokens"),
+                                         token_count(provider, report, "output_tokens"),
+                                         token_count(provider, details, "cached_tokens")))
 
 
 def delta_tokens(chunk: dict) -> int:
@@ -41,10 +53,14 @@ class OpenAIChatStream:
                 if event.data == b"[DONE]":
                     return
                 yield self._chunk(event.data)
+        except UpstreamError as exc:
+            raise scrubbed(exc, self._response) from None  # an error chunk may quote the key sent
         except asyncio.TimeoutError:
             raise UpstreamError(504, "openai stopped streaming (read timeout)") from None
         except aiohttp.ClientError as exc:
             raise UpstreamError(502, f"openai stream broke off: {type(exc).__name__}") from None
+        # A stream that ends without [DONE] was broken off, however cleanly the connection closed.
+        raise UpstreamError(502, "openai ended the stream before [DONE]")
 
     @staticmethod
     def _chunk(data: bytes) -> Chunk:
@@ -52,8 +68,12 @@ class OpenAIChatStream:
             parsed = loads(data)
         except ValueError:
             raise UpstreamError(502, "openai sent a chunk that is not JSON") from None
-        if parsed.get("usage") and not parsed.get("choices"):
-            return Chunk(data, parsed, usage=usage_of(parsed["usage"]))
+        chunk = shapes.conforming("openai", parsed, shapes.OpenAIChunk, "stream chunk")
+        if chunk.error is not None:
+            message = str(chunk.error.get("message") or "no message")  # redacted by the caller
+            raise UpstreamError(502, f"openai stream failed: {message}")
+        if chunk.usage and not chunk.choices:
+            return Chunk(data, parsed, usage=usage_of(chunk.usage))
         return Chunk(data, parsed, tokens=delta_tokens(parsed))
 
     async def aclose(self) -> None:
@@ -86,25 +106,23 @@ def embedding_reply(body: dict) -> EmbeddingReply:
         items = sorted(body["data"], key=lambda item: item["index"])
         vectors = [float32.decode(v) if isinstance(v := item["embedding"], str) else float32.rounded(v)
                    for item in items]
-        tokens = int((body.get("usage") or {}).get("prompt_tokens") or 0)
     except (KeyError, TypeError, ValueError, OverflowError, struct.error) as exc:
         raise UpstreamError(502, f"openai sent a malformed embeddings answer: {type(exc).__name__}") from None
-    return EmbeddingReply(vectors, tokens)
+    usage = checked_usage("openai", Usage(token_count("openai", usage_report("openai", body.get("usage")),
+                                                      "prompt_tokens")))
+    return EmbeddingReply(vectors, usage.prompt_tokens)
 
 
 def transcription_reply(body: dict) -> TranscriptionReply:
-    """The transcript with what it is billed on: tokens, or seconds of audio (usage, else `duration`)."""
-    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-    try:
-        if usage.get("type") == "tokens":
-            return TranscriptionReply(body, usage=Usage(int(usage.get("input_tokens") or 0),
-                                                        int(usage.get("output_tokens") or 0)))
-    except (TypeError, ValueError):
-        raise UpstreamError(502, "openai sent a malformed transcription usage") from None
-    seconds = usage.get("seconds") if usage.get("type") == "duration" else body.get("duration")
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 <= seconds < 10**9:
-        return TranscriptionReply(body)
-    return TranscriptionReply(body, seconds=Decimal(str(seconds)))
+    """The transcript with what it is billed on: tokens, or seconds of audio (usage, else
+    `duration`), each checked by billing's rule. A reply reporting neither costs nothing."""
+    shapes.conforming("openai", body, shapes.OpenAITranscription, "transcription")
+    usage = usage_report("openai", body.get("usage"))
+    if usage.get("type") == "tokens":
+        return TranscriptionReply(body, usage=input_output_usage(usage))
+    if usage.get("type") == "duration":
+        return TranscriptionReply(body, seconds=reported_seconds("openai", "usage.seconds", usage.get("seconds")))
+    return TranscriptionReply(body, seconds=reported_seconds("openai", "duration", body.get("duration")))
 
 
 async def _with_model(form: AsyncIterator[FormField | FilePart],
@@ -138,7 +156,8 @@ class OpenAIProvider:
         response = await post_json(self._session, self.id, self._url, body, self.headers(call.api_key),
                                    self._timeout)
         reply = await read_json(self.id, response)
-        return ChatReply(reply, usage_of(reply.get("usage")))
+        completion = shapes.conforming(self.id, reply, shapes.OpenAICompletion, "chat completion")
+        return ChatReply(reply, usage_of(completion.usage, self.id))
 
     async def open_chat_stream(self, call: ChatCall) -> OpenAIChatStream:
         # Always ask for usage, so a stream is billed even when the client did not ask.

@@ -1,0 +1,140 @@
+"""A hostile upstream never moves money: whatever a provider's 200 holds (a negative, textual,
+fractional, huge or inconsistent usage; a body or a chunk of the wrong shape; a stream cut
+without its end marker), the client gets a 502 gateway_error (in the stream, when it has begun),
+the ledger records the request with status 502 and charges nothing, and still verifies.
+
+The simulator's hostile directives (`simulator.hostile`) make each fault.
+"""
+
+from decimal import Decimal
+
+import pytest
+
+from ledger import audit
+from simulator.mp3 import silent_mp3
+from support import auth, decimal_json, request_events, transcription_form
+
+GPT, CLAUDE, GEMINI = "gpt-4o-mini", "claude-haiku-4-5", "gemini-2.5-flash"
+USAGE_FAULTS = ["negative", "string", "huge", "float", "bool", "cached_over"]
+BODY_FAULTS = [f"usage={fault}" for fault in USAGE_FAULTS] + ["malformed"]
+STREAM_FAULTS = BODY_FAULTS + ["bad_chunk", "no_end"]
+CHAT_MODELS = [GPT, CLAUDE, GEMINI]
+
+
+def chat(model: str, fault: str, **extra) -> dict:
+    return {"model": model, "max_tokens": 20, **extra,
+            "messages": [{"role": "user", "content": f"count for me [sim:{fault}] [sim:tokens=5]"}]}
+
+
+async def assert_recorded_unbilled(gateway, org: dict, route: str) -> None:
+    """One request, recorded with status 502 and charged nothing; the balance is unchanged to
+    the nano, and the ledger still verifies."""
+    (event,) = await request_events(gateway)
+    assert (event.route, event.status, event.charged_inr_nano, event.cost_inr_nano) == (route, 502, 0, 0)
+    assert await gateway.balance(org["org_id"]) == Decimal("100")
+    checked, problems = await audit.verify(gateway.ledger.recorder)
+    assert problems == [] and checked == 4  # org, key, credits, the request
+
+
+def assert_gateway_error(error: dict, provider: str) -> None:
+    assert (error["type"], error["code"], error["usedProvider"]) == ("gateway_error", "gateway_error", provider)
+    assert error["message"].startswith(provider)
+
+
+async def sse_data(response) -> list[bytes]:
+    return [line.rstrip(b"\n").removeprefix(b"data: ") async for line in response.content
+            if line.startswith(b"data: ")]
+
+
+@pytest.mark.parametrize("model,provider", [(GPT, "openai"), (CLAUDE, "anthropic"), (GEMINI, "google")])
+@pytest.mark.parametrize("fault", BODY_FAULTS)
+async def test_a_chat_answer_billing_cannot_trust_is_a_recorded_502_never_a_charge(gateway, org, model,
+                                                                                   provider, fault):
+    response = await gateway.client.post("/v1/chat/completions", json=chat(model, fault),
+                                         headers=auth(org["api_key"]))
+    assert response.status == 502 and response.content_type == "application/json"
+    assert_gateway_error((await response.json())["error"], provider)
+    await assert_recorded_unbilled(gateway, org, "/v1/chat/completions")
+
+
+@pytest.mark.parametrize("model,provider", [(GPT, "openai"), (CLAUDE, "anthropic"), (GEMINI, "google")])
+@pytest.mark.parametrize("fault", STREAM_FAULTS)
+async def test_a_broken_chat_stream_ends_with_an_error_event_and_done_and_costs_nothing(gateway, org, model,
+                                                                                       provider, fault):
+    body = chat(model, fault, stream=True, stream_options={"include_usage": True})
+    response = await gateway.client.post("/v1/chat/completions", json=body, headers=auth(org["api_key"]))
+    assert response.status == 200
+    data = await sse_data(response)
+    assert data[-1] == b"[DONE]"
+    error = decimal_json(data[-2])["error"]
+    assert_gateway_error(error, provider)
+    assert not any(b'"cost_inr"' in line for line in data)  # no usage chunk: nothing was billed
+    await assert_recorded_unbilled(gateway, org, "/v1/chat/completions")
+
+
+async def test_the_error_names_what_was_wrong(gateway, org):
+    response = await gateway.client.post("/v1/chat/completions", json=chat(GPT, "usage=negative"),
+                                         headers=auth(org["api_key"]))
+    message = (await response.json())["error"]["message"]
+    assert message == "openai sent an invalid usage report: prompt_tokens is -50000000"
+    stream = chat(GPT, "no_end", stream=True)
+    data = await sse_data(await gateway.client.post("/v1/chat/completions", json=stream,
+                                                    headers=auth(org["api_key"])))
+    assert decimal_json(data[-2])["error"]["message"] == "openai ended the stream before [DONE]"
+
+
+async def raw_events(response) -> list[tuple[str, dict]]:
+    frames = [frame for frame in (await response.read()).split(b"\n\n") if frame]
+    return [(name.removeprefix(b"event: ").decode(), decimal_json(data.removeprefix(b"data: ")))
+            for name, data in (frame.split(b"\n", 1) for frame in frames)]
+
+
+@pytest.mark.parametrize("model,provider", [(CLAUDE, "anthropic"), (GPT, "openai"), (GEMINI, "google")])
+@pytest.mark.parametrize("fault", BODY_FAULTS)
+async def test_messages_answers_billing_cannot_trust_are_recorded_502s(gateway, org, model, provider, fault):
+    response = await gateway.client.post("/v1/messages", json=chat(model, fault), headers=auth(org["api_key"]))
+    assert response.status == 502
+    assert_gateway_error((await response.json())["error"], provider)
+    await assert_recorded_unbilled(gateway, org, "/v1/messages")
+
+
+@pytest.mark.parametrize("model,provider", [(CLAUDE, "anthropic"), (GPT, "openai"), (GEMINI, "google")])
+@pytest.mark.parametrize("fault", STREAM_FAULTS)
+async def test_broken_messages_streams_end_with_an_anthropic_error_event(gateway, org, model, provider, fault):
+    response = await gateway.client.post("/v1/messages", json=chat(model, fault, stream=True),
+                                         headers=auth(org["api_key"]))
+    events = await raw_events(response)
+    name, data = events[-1]
+    assert name == "error" and data["type"] == "error"
+    assert_gateway_error(data["error"], provider)
+    assert "message_stop" not in [name for name, _ in events]
+    await assert_recorded_unbilled(gateway, org, "/v1/messages")
+
+
+@pytest.mark.parametrize("fault", ["usage=negative", "usage=string", "usage=huge", "usage=float", "usage=bool",
+                                   "malformed"])
+async def test_an_embeddings_answer_billing_cannot_trust_is_a_recorded_502(gateway, org, fault):
+    body = {"model": "text-embedding-3-small", "input": [f"one two [sim:{fault}]", "three"]}
+    response = await gateway.client.post("/v1/embeddings", json=body, headers=auth(org["api_key"]))
+    assert response.status == 502
+    assert_gateway_error((await response.json())["error"], "openai")
+    await assert_recorded_unbilled(gateway, org, "/v1/embeddings")
+
+
+@pytest.mark.parametrize("fault", ["usage=negative", "usage=string", "usage=huge", "usage=bool", "malformed"])
+@pytest.mark.parametrize("response_format", ["json", "verbose_json"])
+async def test_a_transcription_billing_cannot_trust_is_a_recorded_502(gateway, org, fault, response_format):
+    form = transcription_form(silent_mp3(2), prompt=f"[sim:{fault}]", response_format=response_format)
+    response = await gateway.client.post("/v1/audio/transcriptions", data=form, headers=auth(org["api_key"]))
+    assert response.status == 502
+    assert_gateway_error((await response.json())["error"], "openai")
+    await assert_recorded_unbilled(gateway, org, "/v1/audio/transcriptions")
+
+
+async def test_sound_answers_around_the_bounds_are_billed_as_usual(gateway, org):
+    # cached_over does not apply where no cache is reported; the answer is billed normally.
+    body = {"model": "text-embedding-3-small", "input": "one two [sim:usage=cached_over]"}
+    response = await gateway.client.post("/v1/embeddings", json=body, headers=auth(org["api_key"]))
+    assert response.status == 200
+    (event,) = await request_events(gateway)
+    assert event.status == 200 and event.charged_inr_nano > 0
