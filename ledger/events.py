@@ -97,6 +97,27 @@ class MusicTrackRecorded(Event, tag="music_track_recorded"):
     request_hash: str = ""
 
 
+class IdempotencyKeyClaimed(Event, tag="idempotency_key_claimed"):
+    """A request took an Idempotency-Key before its upstream call, in the unit that holds its
+    price. The ledger rejects a second claim of a key its org still holds, so replicas racing
+    on one key cannot both call upstream. The claim lapses `lease_us` after it was recorded
+    (the claimer's upstream timeout plus a margin), so a replica that died holding it does
+    not block the key forever."""
+
+    idempotency_key: str
+    request_hash: str
+    request_id: str
+    lease_us: int
+
+
+class IdempotencyKeyReleased(Event, tag="idempotency_key_released"):
+    """`request_id`'s claim of the key ends without an answer to remember: its request failed
+    (and was not charged), or its claim lapsed or its 24 hours passed and a new claim replaces it."""
+
+    idempotency_key: str
+    request_id: str
+
+
 class MediaExpired(Event, tag="media_expired"):
     """A hosted track's object was deleted from storage after the retention period.
 
@@ -129,7 +150,8 @@ class KeyLimitsSet(Event, tag="key_limits_set"):
 
 AnyEvent = (OrgCreated | ApiKeyCreated | ApiKeyRevoked | CreditsAdded | RetentionChanged
             | RequestCompleted | CreditsHeld | HoldReleased | MusicTrackRecorded | MediaExpired
-            | ProviderKeySet | ProviderKeyRemoved | KeyLimitsSet)
+            | ProviderKeySet | ProviderKeyRemoved | KeyLimitsSet | IdempotencyKeyClaimed
+            | IdempotencyKeyReleased)
 
 encode_event = msgspec.json.Encoder().encode
 decode_event = msgspec.json.Decoder(AnyEvent).decode

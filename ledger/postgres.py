@@ -65,7 +65,9 @@ CREATE TABLE IF NOT EXISTS music_tracks (
     prompt_content_id TEXT NOT NULL, text_content_id TEXT NOT NULL, expired_at_us BIGINT);
 CREATE TABLE IF NOT EXISTS idempotency_keys (
     org_id TEXT NOT NULL, idempotency_key TEXT NOT NULL, request_hash TEXT NOT NULL,
-    request_id TEXT NOT NULL, created_at_us {BIG}, PRIMARY KEY (org_id, idempotency_key));
+    request_id TEXT NOT NULL, created_at_us {BIG}, running_until_us BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (org_id, idempotency_key));
+ALTER TABLE idempotency_keys ADD COLUMN IF NOT EXISTS running_until_us BIGINT NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS media_expired (
     request_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, position {BIG}, object_key TEXT NOT NULL,
     expired_at_us {BIG});

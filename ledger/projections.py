@@ -8,9 +8,9 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from ledger.events import (
-    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, HoldReleased, KeyLimitsSet, MediaExpired,
-    MusicTrackRecorded, OrgCreated, ProviderKeyRemoved, ProviderKeySet, RequestCompleted,
-    RetentionChanged,
+    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, HoldReleased, IdempotencyKeyClaimed,
+    IdempotencyKeyReleased, KeyLimitsSet, MediaExpired, MusicTrackRecorded, OrgCreated, ProviderKeyRemoved,
+    ProviderKeySet, RequestCompleted, RetentionChanged,
 )
 from ledger.recorder import Recorded
 
@@ -57,12 +57,23 @@ INSERT_TRACK = (
     "INSERT INTO music_tracks (request_id, org_id, position, created_at_us, model, provider, storage,"
     " error, object_key, size, etag, mime_type, prompt_content_id, text_content_id, expired_at_us)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)")
-# A key may be reused once its 24 hours are over: the newest use is the one that counts.
+# An Idempotency-Key's row: running (running_until_us > 0, when its claim lapses) from its claim,
+# settled (0) once its request succeeded. The primary key makes a second claim of a key the org
+# still holds break its unit; a claim ends by its release, which a superseding claim (of a lapsed
+# or expired key) carries in the same unit. Claim, release and remember share the LOG phase, so
+# a batch applies them in log order, as a replay in other batches does.
+CLAIM_KEY = (
+    "INSERT INTO idempotency_keys (org_id, idempotency_key, request_hash, request_id, created_at_us,"
+    " running_until_us) VALUES (?, ?, ?, ?, ?, ?)")
+RELEASE_KEY = "DELETE FROM idempotency_keys WHERE org_id = ? AND idempotency_key = ? AND request_id = ?"
+# A success settles its own claim (or, recorded before claims existed, replaces a settled use); it
+# never overwrites another request's running claim.
 REMEMBER_KEY = (
-    "INSERT INTO idempotency_keys (org_id, idempotency_key, request_hash, request_id, created_at_us)"
-    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (org_id, idempotency_key) DO UPDATE SET"
+    "INSERT INTO idempotency_keys (org_id, idempotency_key, request_hash, request_id, created_at_us,"
+    " running_until_us) VALUES (?, ?, ?, ?, ?, 0) ON CONFLICT (org_id, idempotency_key) DO UPDATE SET"
     " request_hash = excluded.request_hash, request_id = excluded.request_id,"
-    " created_at_us = excluded.created_at_us")
+    " created_at_us = excluded.created_at_us, running_until_us = 0"
+    " WHERE idempotency_keys.running_until_us = 0 OR idempotency_keys.request_id = excluded.request_id")
 # The primary key of media_expired makes a second MediaExpired for a track break the unit.
 INSERT_EXPIRED = ("INSERT INTO media_expired (request_id, org_id, position, object_key, expired_at_us)"
                   " VALUES (?, ?, ?, ?, ?)")
@@ -152,6 +163,11 @@ def statements(recorded: Recorded) -> list[Statement]:
             return [Statement(UPDATE, SET_KEY_LIMITS, (key_id, org, rpm, tpm, key_id, org))]
         case ProviderKeyRemoved(provider=provider):
             return [Statement(LOG, REMOVE_PROVIDER_KEY, (org, provider))]
+        case IdempotencyKeyClaimed() as e:
+            return [Statement(LOG, CLAIM_KEY, (org, e.idempotency_key, e.request_hash, e.request_id, at,
+                                               at + e.lease_us))]
+        case IdempotencyKeyReleased(idempotency_key=key, request_id=request_id):
+            return [Statement(LOG, RELEASE_KEY, (org, key, request_id))]
         case MediaExpired(request_id=request_id, object_key=key):
             return [Statement(LOG, INSERT_EXPIRED, (request_id, org, recorded.position, key, at)),
                     Statement(MARK, MARK_EXPIRED, (at, request_id, org))]

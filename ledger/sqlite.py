@@ -77,7 +77,8 @@ CREATE TABLE IF NOT EXISTS secrets (
                     " expired_at_us INTEGER",
     "idempotency_keys": "org_id TEXT NOT NULL, idempotency_key TEXT NOT NULL,"
                         " request_hash TEXT NOT NULL, request_id TEXT NOT NULL,"
-                        " created_at_us INTEGER NOT NULL, PRIMARY KEY (org_id, idempotency_key)",
+                        " created_at_us INTEGER NOT NULL, running_until_us INTEGER NOT NULL DEFAULT 0,"
+                        " PRIMARY KEY (org_id, idempotency_key)",
     "media_expired": "request_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, position INTEGER NOT NULL,"
                      " object_key TEXT NOT NULL, expired_at_us INTEGER NOT NULL",
     "provider_keys": "org_id TEXT NOT NULL, provider TEXT NOT NULL, fingerprint TEXT NOT NULL,"
@@ -220,6 +221,9 @@ class SQLiteRecorder(Recorder):
                 await self._writer.execute(statement)
         if not await self._has_column("api_keys", "last_used_at_us"):
             await self._writer.execute("ALTER TABLE api_keys ADD COLUMN last_used_at_us INTEGER")
+        if not await self._has_column("idempotency_keys", "running_until_us"):  # v6; older rows are settled
+            await self._writer.execute(
+                "ALTER TABLE idempotency_keys ADD COLUMN running_until_us INTEGER NOT NULL DEFAULT 0")
         for statement in projections.BACKFILL_V5:
             await self._writer.execute(statement)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ledger import projections
 from ledger.events import (
-    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, Event, HoldReleased, MediaExpired,
-    MusicTrackRecorded, OrgCreated, RequestCompleted, RetentionChanged,
+    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, Event, HoldReleased, IdempotencyKeyClaimed,
+    IdempotencyKeyReleased, MediaExpired, MusicTrackRecorded, OrgCreated, RequestCompleted, RetentionChanged,
 )
 from ledger.recorder import Append, Content, Recorded, Recorder
 
@@ -53,6 +53,16 @@ def release(hold_id: str, amount_inr_nano: int) -> HoldReleased:
 def music(request_id: str, **fields) -> MusicTrackRecorded:
     return MusicTrackRecorded(request_id=request_id, model="tune-3-clip-preview", provider="google",
                               storage="s3", object_key=f"acme/{request_id}.mp3", size=3, etag='"e"', **fields)
+
+
+def claim(idempotency_key: str, request_id: str, request_hash: str = "h", lease_us: int = 60_000_000
+          ) -> IdempotencyKeyClaimed:
+    return IdempotencyKeyClaimed(idempotency_key=idempotency_key, request_hash=request_hash,
+                                 request_id=request_id, lease_us=lease_us)
+
+
+def unclaim(idempotency_key: str, request_id: str) -> IdempotencyKeyReleased:
+    return IdempotencyKeyReleased(idempotency_key=idempotency_key, request_id=request_id)
 
 
 def expired(request_id: str) -> MediaExpired:

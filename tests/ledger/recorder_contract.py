@@ -22,6 +22,7 @@ from ledger.recorder import (
     InsufficientCredit, Recorder, SchemaOutOfDate, Secret, chain_hash,
 )
 from ledger.writer import GroupCommitWriter
+from claims_contract import ClaimsContract
 from ledger_helpers import (
     HELLO_POSITION, POPULATED, append_ok, content, credits, expired, hold, key, music, org, populate,
     projection_tables, recorded_of, release, request, retention, revoke, unit,
@@ -38,7 +39,7 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-class RecorderContract(abc.ABC):
+class RecorderContract(ClaimsContract, abc.ABC):
     """Shared tests; a subclass provides the backend through the abstract hooks below."""
 
     # -- what a backend's subclass provides -------------------------------------------------
