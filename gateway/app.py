@@ -109,7 +109,7 @@ async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         config, Catalogue.load(config.catalogue.path or None), ledger.recorder, ledger.writer,
         ledger.directory, providers.build(config.providers, app[UPSTREAM]), app[REDIS], app[STORE],
         Signer(config.storage.signing_secret, config.storage.signed_url_ttl_s),
-        IdempotencyKeys(ledger.recorder),
+        IdempotencyKeys(ledger.recorder, config.music.upstream_timeout_s),
         ProviderKeys(ledger.recorder, Sealer(config.secrets.master_key), ledger.directory),
         RateLimiter(app[REDIS]), app[METRICS])
     yield

@@ -4,6 +4,8 @@ The ledger refuses a hold the available balance cannot cover, inside its write t
 so concurrent requests (in any number of processes) can never spend more than the balance.
 """
 
+from collections.abc import Sequence
+
 from gateway.charges import Outcome, commit, request_event
 from gateway.errors import ApiError
 from gateway.keys import new_id
@@ -27,15 +29,16 @@ def insufficient_credit() -> ApiError:
                          " cover this generation; add credits to continue", type="insufficient_credits")
 
 
-async def reserve(services: Services, caller: Caller, amount_inr_nano: int) -> Hold:
-    """Hold the amount, or 402. A quick look at the local view spares the ledger a doomed write."""
+async def reserve(services: Services, caller: Caller, amount_inr_nano: int, also: Sequence[Event] = ()) -> Hold:
+    """Hold the amount (with `also` in the same unit), or 402. A quick look at the local view
+    spares the ledger a doomed write."""
     account = services.directory.account(caller.org_id)
     if account is None or account.available_inr_nano < amount_inr_nano:
         raise insufficient_credit()
     hold = Hold(new_id("hold"), amount_inr_nano)
     event = CreditsHeld(hold_id=hold.hold_id, request_id=caller.request_id, amount_inr_nano=amount_inr_nano)
     try:
-        await services.writer.append(Append(caller.org_id, [event]))
+        await services.writer.append(Append(caller.org_id, [*also, event]))
     except InsufficientCredit:
         raise insufficient_credit() from None
     return hold

@@ -12,6 +12,7 @@ from gateway.billing import Cost
 from gateway.catalogue import Resolved
 from gateway.charges import Outcome, retained
 from gateway.errors import ApiError, UpstreamError
+from gateway.idempotency import Claim, KeyTaken
 from gateway.jsonio import number
 from gateway.music_history import find_track
 from gateway.music_request import Image, MusicRequest, compose_prompt, request_hash, validate
@@ -19,6 +20,7 @@ from gateway.providers.base import MusicCall, MusicReply, SafetyBlocked
 from gateway.services import Caller, Services
 from ledger.events import MusicTrackRecorded
 from ledger.money import from_nano, to_nano
+from ledger.recorder import Append, AppendRejected
 from storage.objects import StorageError, StoredObject
 
 ROUTE = "/v1/music"
@@ -58,22 +60,39 @@ def object_key(caller: Caller) -> str:
 
 
 async def generate(services: Services, caller: Caller, request: MusicRequest, model: Resolved,
-                   images: list[Image], idempotency: tuple[str, str] = ("", "")) -> Generated:
-    """Hold the price, call upstream once, store the audio, then settle; never retried."""
+                   images: list[Image], claim: Claim | None = None) -> Generated:
+    """Hold the price and claim the Idempotency-Key, call upstream once, store the audio, then
+    settle; never retried."""
     cost = flat_cost(services, model)
     api_key = await services.provider_keys.key_for(caller.org_id, model.provider_id) if services.provider_keys else ""
-    hold = None if api_key else await holds.reserve(services, caller, cost.inr_nano)  # BYOK: nothing to hold
+    hold = await _reserve(services, caller, None if api_key else cost.inr_nano, claim)  # BYOK: no hold
     try:
         reply = await _call_upstream(services, caller, request, model, images, api_key)
         storage = storage_label(services, caller)
         stored = await services.store.put(object_key(caller), reply.audio, MIME) if storage == "s3" else None
+        if claim:
+            claim.check_lease()
     except BaseException as exc:
-        await asyncio.shield(_failed(services, caller, request, model, hold, exc))
+        await asyncio.shield(_failed(services, caller, request, model, hold, claim, exc))
         raise _client_error(exc, model, request) from None
     generated = Generated(caller.request_id, request.model, model, reply.audio, reply.text, storage,
                           cost, int(time.time()))
-    await _succeeded(services, caller, request, hold, generated, stored, idempotency)
+    await _succeeded(services, caller, request, hold, generated, stored, claim)
     return generated
+
+
+async def _reserve(services: Services, caller: Caller, amount_inr_nano: int | None,
+                   claim: Claim | None) -> holds.Hold | None:
+    """Hold the amount (None: nothing) and claim the key, in one unit; KeyTaken if it is held."""
+    claimed = claim.events(caller.request_id) if claim else []
+    try:
+        if amount_inr_nano is not None:
+            return await holds.reserve(services, caller, amount_inr_nano, claimed)
+        if claimed:
+            await services.writer.append(Append(caller.org_id, claimed))
+    except AppendRejected:  # the only constraint such a unit can break: the key's row
+        raise KeyTaken() from None
+    return None
 
 
 async def _call_upstream(services: Services, caller: Caller, request: MusicRequest, model: Resolved,
@@ -85,7 +104,7 @@ async def _call_upstream(services: Services, caller: Caller, request: MusicReque
 
 
 async def _succeeded(services: Services, caller: Caller, request: MusicRequest, hold: holds.Hold | None,
-                     generated: Generated, stored: StoredObject | None, idempotency: tuple[str, str]) -> None:
+                     generated: Generated, stored: StoredObject | None, claim: Claim | None) -> None:
     prompt = retained(services, caller, "_p", {"prompt": request.prompt, "lyrics": request.lyrics,
                                                  "instrumental": request.instrumental})
     text = retained(services, caller, "_t", generated.text)
@@ -93,16 +112,16 @@ async def _succeeded(services: Services, caller: Caller, request: MusicRequest, 
         request_id=caller.request_id, model=generated.model.model_id, provider=generated.model.provider_id,
         storage=generated.storage, object_key=stored.key if stored else "", size=stored.size if stored else 0,
         etag=stored.etag if stored else "", prompt_content_id=prompt.content_id if prompt else "",
-        text_content_id=text.content_id if text else "", idempotency_key=idempotency[0],
-        request_hash=idempotency[1])
+        text_content_id=text.content_id if text else "", idempotency_key=claim.key if claim else "",
+        request_hash=claim.request_hash if claim else "")
     outcome = Outcome(route=ROUTE, model=generated.model.model_id, provider=generated.model.provider_id,
                       status=200, cost=generated.cost, charged=hold is not None)  # no hold: BYOK
     await holds.settle(services, caller, hold, outcome, [track], [prompt, text])
 
 
 async def _failed(services: Services, caller: Caller, request: MusicRequest, model: Resolved,
-                  hold: holds.Hold | None, exc: BaseException) -> None:
-    """Release the hold and log the failure in history (error: true, cost 0)."""
+                  hold: holds.Hold | None, claim: Claim | None, exc: BaseException) -> None:
+    """Release the hold and the key, and log the failure in history (error: true, cost 0)."""
     status = getattr(_client_error(exc, model, request), "status", 500) if isinstance(exc, Exception) else 499
     prompt = retained(services, caller, "_p", {"prompt": request.prompt, "lyrics": request.lyrics,
                                                  "instrumental": request.instrumental})
@@ -111,7 +130,8 @@ async def _failed(services: Services, caller: Caller, request: MusicRequest, mod
                                prompt_content_id=prompt.content_id if prompt else "")
     outcome = Outcome(route=ROUTE, model=model.model_id, provider=model.provider_id, status=status,
                       error=str(exc)[:500] or type(exc).__name__)
-    await holds.settle(services, caller, hold, outcome, [track], [prompt])
+    released = [claim.released(caller.request_id)] if claim else []
+    await holds.settle(services, caller, hold, outcome, [track, *released], [prompt])
 
 
 def _client_error(exc: BaseException, model: Resolved, request: MusicRequest) -> BaseException:
@@ -151,7 +171,7 @@ async def create(services: Services, caller: Caller, body: dict, request: MusicR
     digest = request_hash(body)
     generated = await services.idempotency.once(
         caller.org_id, idempotency_key, digest,
-        lambda: generate(services, caller, request, model, images, (idempotency_key, digest)),
+        lambda claim: generate(services, caller, request, model, images, claim),
         lambda request_id: replay(services, caller, request, request_id))
     return response_body(services, generated)
 
