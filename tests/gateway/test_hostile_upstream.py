@@ -6,8 +6,10 @@ the ledger records the request with status 502 and charges nothing, and still ve
 The simulator's hostile directives (`simulator.hostile`) make each fault.
 """
 
+import sqlite3
 from decimal import Decimal
 
+import msgspec
 import pytest
 
 from ledger import audit
@@ -138,3 +140,32 @@ async def test_sound_answers_around_the_bounds_are_billed_as_usual(gateway, org)
     assert response.status == 200
     (event,) = await request_events(gateway)
     assert event.status == 200 and event.charged_inr_nano > 0
+
+
+@pytest.mark.parametrize("route", ["/v1/chat/completions", "/v1/messages"])
+async def test_a_stream_whose_charge_cannot_be_recorded_ends_with_an_error_event(make_gateway, config, tmp_path,
+                                                                                 route):
+    # Another process holds the SQLite write lock past the ledger's wait: the charge cannot commit.
+    config = msgspec.structs.replace(config, ledger=msgspec.structs.replace(config.ledger, timeout_s=0.3))
+    gateway = await make_gateway(config)
+    org = await gateway.new_org("100")
+    holder = sqlite3.connect(tmp_path / "ledger.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        response = await gateway.client.post(route, json=chat(GPT, "tokens=3", stream=True),
+                                             headers=auth(org["api_key"]))
+        body = await response.read()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert response.status == 200
+    frames = [frame for frame in body.split(b"\n\n") if frame]
+    if route == "/v1/messages":
+        name, data = frames[-1].split(b"\n", 1)
+        assert name == b"event: error" and b"message_stop" not in body
+        error = decimal_json(data.removeprefix(b"data: "))["error"]
+    else:
+        assert frames[-1] == b"data: [DONE]"
+        error = decimal_json(frames[-2].removeprefix(b"data: "))["error"]
+    assert (error["type"], error["code"]) == ("service_unavailable", "service_unavailable")
+    assert await request_events(gateway) == [] and await gateway.balance(org["org_id"]) == Decimal("100")
