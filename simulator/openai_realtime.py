@@ -24,7 +24,8 @@ Directives (``[sim:NAME=VALUE]``) in the text of the items created since the pre
 response.create shape the next response: ``tokens``, ``tps``, ``cache_read`` (that many input
 tokens reported as cached), and where the response stops early after K deltas: ``hang_after``
 (no more events for this response), ``close_after`` (the server closes the WebSocket, code 1000),
-``drop_after`` (the TCP connection is aborted). A bad directive is answered with an error event.
+``drop_after`` (the TCP connection is aborted); ``usage`` spoils the response.done usage as a
+hostile provider would (`simulator.hostile`). A bad directive is answered with an error event.
 
 The handshake is recorded like any provider request (``GET /_sim/requests``); the record's
 ``body`` is the list of client events received, in order (``{"binary_bytes": n}`` for a binary
@@ -44,6 +45,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from simulator.behaviour import abandoned, pace
 from simulator.connection import drop_connection, wait_until_gone
 from simulator.directives import DirectiveError, ErrorStatus, NonNegative, parse_as
+from simulator.hostile import UsageFault, spoiled_usage
 from simulator.openai_chat import simulated_error
 from simulator.openai_wire import error_response
 from simulator.recording import RECORD_KEY, Outcome, decode_body
@@ -68,6 +70,7 @@ class RealtimeDirectives(msgspec.Struct, frozen=True, forbid_unknown_fields=True
     hang_after: NonNegative | None = None
     close_after: NonNegative | None = None
     drop_after: NonNegative | None = None
+    usage: UsageFault | None = None  # a hostile provider's usage report (`simulator.hostile`)
 
     @property
     def cut(self) -> int | None:
@@ -277,7 +280,9 @@ class Response:
             await session.ws.close(code=WSCloseCode.OK, message=b"simulated close")
             return "completed"
         if self.directives.hang_after is None:
-            await self.finish(usage(input_tokens, self.tokens, self.directives.cache_read or 0, self.audio))
+            report = usage(input_tokens, self.tokens, self.directives.cache_read or 0, self.audio)
+            await self.finish(spoiled_usage(report, self.directives.usage, "input_tokens",
+                                            ("input_token_details", "cached_tokens")))
         return None
 
     async def begin(self) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from ledger import audit
 from simulator.mp3 import silent_mp3
-from support import auth, decimal_json, request_events, transcription_form
+from support import auth, decimal_json, poll, request_events, transcription_form, ws_receive, ws_until
 
 GPT, CLAUDE, GEMINI = "gpt-4o-mini", "claude-haiku-4-5", "gemini-2.5-flash"
 USAGE_FAULTS = ["negative", "string", "huge", "float", "bool", "cached_over"]
@@ -169,3 +169,23 @@ async def test_a_stream_whose_charge_cannot_be_recorded_ends_with_an_error_event
         error = decimal_json(frames[-2].removeprefix(b"data: "))["error"]
     assert (error["type"], error["code"]) == ("service_unavailable", "service_unavailable")
     assert await request_events(gateway) == [] and await gateway.balance(org["org_id"]) == Decimal("100")
+
+
+@pytest.mark.parametrize("fault", ["negative", "string", "huge", "float", "bool", "cached_over"])
+async def test_a_realtime_usage_report_billing_cannot_trust_is_never_charged(gateway, org, fault):
+    ws = await gateway.client.ws_connect("/v1/realtime?model=gpt-4o-realtime-preview", headers=auth(org["api_key"]))
+    assert (await ws_receive(ws))["type"] == "session.created"
+    await ws.send_json({"type": "session.update", "session": {"modalities": ["text"]}})
+    await ws_until(ws, "session.updated")
+    for text in ("one two three", f"four [sim:tokens=3] [sim:usage={fault}]"):
+        await ws.send_json({"type": "conversation.item.create", "item": {
+            "type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}})
+        await ws.send_json({"type": "response.create"})
+        await ws_until(ws, "response.done")
+    await ws.close()
+    (event,) = await poll(lambda: request_events(gateway), bool)
+    # The sound first report is billed; the unsound second is not, and the session names it.
+    assert (event.prompt_tokens, event.completion_tokens) == (7, 16)
+    assert event.error.startswith("openai sent an invalid usage report")
+    assert await gateway.balance(org["org_id"]) == Decimal("100") - Decimal(event.charged_inr_nano) / 10**9
+    assert event.charged_inr_nano > 0 and (await audit.verify(gateway.ledger.recorder))[1] == []
