@@ -12,6 +12,9 @@ from decimal import Decimal
 import msgspec
 import pytest
 
+from gateway.billing import MAX_REPORTED_SECONDS, MAX_REPORTED_TOKENS, Usage, checked_usage, reported_seconds, \
+    token_count
+from gateway.errors import UpstreamError
 from ledger import audit
 from simulator.mp3 import silent_mp3
 from support import auth, decimal_json, poll, request_events, transcription_form, ws_receive, ws_until
@@ -189,3 +192,27 @@ async def test_a_realtime_usage_report_billing_cannot_trust_is_never_charged(gat
     assert event.error.startswith("openai sent an invalid usage report")
     assert await gateway.balance(org["org_id"]) == Decimal("100") - Decimal(event.charged_inr_nano) / 10**9
     assert event.charged_inr_nano > 0 and (await audit.verify(gateway.ledger.recorder))[1] == []
+
+
+@pytest.mark.parametrize("value,sound", [(0, True), (MAX_REPORTED_TOKENS, True), (None, True),
+                                         (MAX_REPORTED_TOKENS + 1, False), (-1, False), (1.0, False),
+                                         ("1", False), (True, False), ([1], False)])
+def test_the_one_token_count_rule(value, sound):
+    if sound:
+        assert token_count("openai", {"n": value}, "n") == (value or 0)
+    else:
+        with pytest.raises(UpstreamError, match="openai sent an invalid usage report: n is"):
+            token_count("openai", {"n": value}, "n")
+
+
+def test_cached_and_cache_written_tokens_must_lie_within_the_prompt():
+    assert checked_usage("anthropic", Usage(10, 1, 4, 6)) == Usage(10, 1, 4, 6)
+    with pytest.raises(UpstreamError, match="exceed the 10 prompt tokens"):
+        checked_usage("anthropic", Usage(10, 1, 5, 6))
+
+
+@pytest.mark.parametrize("value", [-0.5, float("nan"), float("inf"), MAX_REPORTED_SECONDS + 1, "3", False])
+def test_reported_seconds_outside_the_rule_are_refused(value):
+    assert reported_seconds("openai", "duration", 12.5) == Decimal("12.5")
+    with pytest.raises(UpstreamError, match="invalid usage report: duration is"):
+        reported_seconds("openai", "duration", value)
