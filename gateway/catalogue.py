@@ -16,6 +16,7 @@ from typing import Annotated, Literal, Mapping
 import msgspec
 
 SHIPPED_PATH = Path(__file__).with_name("catalogue.json")
+MAX_DIMENSIONS = "max_dimensions"  # per_request_limits: an embedding model's vector length
 
 Kind = Literal["chat", "embedding", "speech", "transcription", "music", "realtime"]
 # Deprecation dates must carry a timezone so comparisons with "now" are unambiguous.
@@ -141,6 +142,12 @@ class Resolved(msgspec.Struct, frozen=True):
     def kind(self) -> Kind:
         return self.record.kind
 
+    @property
+    def max_dimensions(self) -> int | None:
+        """An embedding model's vector length: the most `dimensions` a request may ask for."""
+        limit = self.record.per_request_limits.get(MAX_DIMENSIONS)
+        return None if limit is None else int(limit)
+
 
 class _File(msgspec.Struct, frozen=True):
     data: tuple[msgspec.Raw, ...]
@@ -198,7 +205,15 @@ def _decode_record(raw: msgspec.Raw, index: int) -> ModelRecord:
         # msgspec says e.g. "Object missing required field `context_length`"; keep it.
         raise CatalogueError(f"catalogue model {label!r}: {exc}") from None
     _check_prices(record)
+    _check_whole_limit(record, MAX_DIMENSIONS)
     return record
+
+
+def _check_whole_limit(record: ModelRecord, name: str) -> None:
+    """A per-request limit the gateway enforces must be a positive whole number."""
+    limit = record.per_request_limits.get(name)
+    if limit is not None and not (limit.isascii() and limit.isdigit() and int(limit) > 0):
+        raise _error(record.id, f"per_request_limits.{name}", f"{limit!r} is not a positive whole number")
 
 
 def _resolutions(record: ModelRecord) -> list[tuple[str, Resolved]]:
@@ -299,3 +314,7 @@ class Catalogue:
         records = self.listing(include_deactivated=include_deactivated,
                                exclude_deprecated=exclude_deprecated, now=now)
         return _ENCODER.encode(_ModelsBody(data=records))
+
+    def names(self, kind: Kind) -> list[str]:
+        """Every name that resolves to a model of `kind` (ids, aliases, provider-prefixed forms)."""
+        return [name for name, resolved in self._index.items() if resolved.kind == kind]

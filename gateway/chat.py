@@ -1,15 +1,14 @@
 """Chat completions: validate, pick the provider, call it once, bill the usage, relay."""
 
 import math
-from typing import Annotated, Any
 
-import msgspec
 from aiohttp import web
 
 from gateway import sse
 from gateway.billing import Cost, Usage, token_cost, usage_body
 from gateway.catalogue import Resolved, UnknownModel
 from gateway.charges import Outcome, admit, record
+from gateway.chat_request import ChatRequest
 from gateway.errors import ApiError, UpstreamError, bad_request
 from gateway.jsonio import encode
 from gateway.providers.base import ChatCall, ChatStream
@@ -17,25 +16,6 @@ from gateway.relay import BilledRelay
 from gateway.services import Caller, Services
 
 ROUTE = "/v1/chat/completions"
-
-class Message(msgspec.Struct):
-    role: str
-    content: str | list[dict[str, Any]] | None = None
-
-
-class StreamOptions(msgspec.Struct):
-    include_usage: bool = False
-
-
-class ChatRequest(msgspec.Struct):
-    """The fields the gateway itself acts on; every other field passes through to upstream."""
-
-    model: str
-    messages: Annotated[list[Message], msgspec.Meta(min_length=1)]
-    max_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
-    max_completion_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
-    stream: bool = False
-    stream_options: StreamOptions | None = None
 
 
 def resolve_chat_model(services: Services, model: str) -> Resolved:

@@ -10,6 +10,7 @@ import msgspec
 
 from gateway import float32, media
 from gateway.billing import Cost, Usage, token_cost
+from gateway.catalogue import Resolved
 from gateway.charges import admit, record
 from gateway.errors import UpstreamError, bad_request
 from gateway.providers.base import EmbeddingCall
@@ -28,7 +29,7 @@ class EmbeddingRequest(msgspec.Struct):
     model: str
     input: Input
     encoding_format: Literal["float", "base64"] = "float"
-    dimensions: Annotated[int, msgspec.Meta(gt=0)] | None = None
+    dimensions: Annotated[int, msgspec.Meta(gt=0)] | None = None  # at most the model's (check_dimensions)
 
 
 def inputs_of(value: Input) -> list[str | list[int]]:
@@ -48,6 +49,14 @@ def inputs_of(value: Input) -> list[str | list[int]]:
     return items
 
 
+def check_dimensions(model: Resolved, dimensions: int | None) -> None:
+    """400 naming `dimensions` when it asks for longer vectors than the model makes."""
+    most = model.max_dimensions
+    if dimensions is not None and most is not None and dimensions > most:
+        raise bad_request(f"dimensions must be at most {most} for model {model.model_id!r}, got {dimensions}",
+                          "dimensions")
+
+
 def embeddings_body(request_id: str, model: str, vectors: list[list[float]], encoding_format: str,
                     usage: Usage, cost: Cost) -> dict:
     """The list object of spec 2.4, each vector in the form the client asked for."""
@@ -63,6 +72,7 @@ async def create(services: Services, caller: Caller, body: dict, request: Embedd
     """One embeddings request, billed on the prompt tokens upstream reports."""
     model = media.resolve(services, request.model, "embedding")
     inputs_of(request.input)
+    check_dimensions(model, request.dimensions)
     api_key = await admit(services, caller, model.provider_id)
     call = EmbeddingCall(caller.request_id, model.upstream_model, body, api_key)
     try:

@@ -1,8 +1,24 @@
 """One error body everywhere: {"error": {"message", "type", "code", "param"}}."""
 
+import msgspec
 from aiohttp import web
 
 from gateway.jsonio import encode
+
+
+class ErrorDetail(msgspec.Struct):
+    """What went wrong; upstream failures add the spec's gateway-error fields beside these."""
+
+    message: str
+    type: str
+    code: str | None
+    param: str | None
+
+
+class ErrorBody(msgspec.Struct):
+    """The one error body of every route (its schema is in the OpenAPI document)."""
+
+    error: ErrorDetail
 
 
 class ApiError(Exception):
@@ -17,8 +33,8 @@ class ApiError(Exception):
         self.extra, self.headers = extra or {}, headers or {}
 
     def body(self) -> dict:
-        return {"error": {"message": self.message, "type": self.type, "code": self.code,
-                          "param": self.param, **self.extra}}
+        detail = ErrorDetail(self.message, self.type, self.code, self.param)
+        return {"error": {**msgspec.structs.asdict(detail), **self.extra}}
 
     def response(self) -> web.Response:
         return web.Response(status=self.status, body=encode(self.body()),

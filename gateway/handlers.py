@@ -7,10 +7,11 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from gateway import (
-    audio, chat, dashboard, embeddings, health, messages, music, music_history, music_request, org_keys,
-    realtime, request_logs, transcription, upload, usage,
+    audio, chat, dashboard, edge, embeddings, health, messages, music,
+    music_history, music_request, openapi, org_keys, realtime, request_logs, transcription, upload, usage,
 )
 from gateway.errors import ApiError, bad_request
+from gateway.intake import BODY_HOLD
 from gateway.jsonio import encode, loads
 from gateway.state import CALLER, LOG_FIELDS, METRICS, SERVICES
 from storage.objects import StorageError
@@ -20,24 +21,36 @@ T = TypeVar("T")
 MAX_BODY_BYTES = music_request.MAX_BODY_BYTES  # the largest any route accepts
 CHAT_BODY_BYTES = 32 * 1024 * 1024
 KEY_BODY_BYTES = 4096
+BODY_CHUNK_BYTES = 256 * 1024
 NO_STORE = {"Cache-Control": "no-store"}  # account data: never kept by a browser or a proxy
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+IDEMPOTENCY_KEY = "Idempotency-Key"
 
 
 def json_response(body: object, status: int = 200, headers: dict | None = None) -> web.Response:
     return web.Response(status=status, body=encode(body), content_type="application/json", headers=headers)
 
 
-async def read_body(request: web.Request, limit: int) -> bytes:
-    """The body, refused with 413 as soon as it is known to exceed `limit` (never buffered past it)."""
-    if request.content_length is not None and request.content_length > limit:
+async def read_body(request: web.Request, limit: int) -> bytearray:
+    """The body, refused with 413 as soon as it is known to exceed `limit` (never buffered past it).
+    Its bytes are drawn from the process's body budget before they are read (503 while it is
+    spent, see gateway.intake): a declared length at once, a chunked body as it arrives. Not
+    copied into `bytes`: the largest bodies weigh ~112 MB."""
+    declared = request.content_length
+    if declared is not None and declared > limit:
         raise _too_large(limit)
+    hold, held = request[BODY_HOLD], declared or 0
+    await hold.take(held)
     body = bytearray()
-    async for chunk in request.content.iter_chunked(256 * 1024):
-        body += chunk
-        if len(body) > limit:
+    async for chunk in request.content.iter_chunked(BODY_CHUNK_BYTES):
+        size = len(body) + len(chunk)
+        if size > limit:
             raise _too_large(limit)
-    return bytes(body)
+        if size > held:
+            await hold.take(size - held)
+            held = size
+        body += chunk
+    return body
 
 
 def _too_large(limit: int) -> ApiError:
@@ -140,18 +153,14 @@ async def create_music(request: web.Request) -> web.Response:
     raw, parsed = await parse_body(request, music_request.MusicRequest, MAX_BODY_BYTES)
     request[LOG_FIELDS].update(model=parsed.model)
     body = await music.create(request.app[SERVICES], request[CALLER], raw, parsed,
-                              request.headers.get("Idempotency-Key"))
+                              edge.header(request, IDEMPOTENCY_KEY))
     return json_response(body)
 
 
 async def list_music(request: web.Request) -> web.Response:
-    limit = _limit(request.query.get("limit"))
+    limit = music_history.LIMIT.read(request.query)
     items = await music_history.history(request.app[SERVICES], request[CALLER], limit)
     return json_response({"object": "list", "data": items}, headers=NO_STORE)
-
-
-def _limit(text: str | None, default: int = 30, most: int = music_history.MAX_LIMIT, name: str = "limit") -> int:
-    return default if text is None else request_logs.whole_number(text, name, 1, most)
 
 
 async def music_content(request: web.Request) -> web.Response:
@@ -168,7 +177,7 @@ async def music_link(request: web.Request) -> web.Response:
 
 
 async def usage_overview(request: web.Request) -> web.Response:
-    days = _limit(request.query.get("days"), usage.DEFAULT_DAYS, usage.MAX_DAYS, "days")
+    days = usage.DAYS.read(request.query)
     body = await usage.overview(request.app[SERVICES], request[CALLER], days)
     return json_response(body, headers=NO_STORE)
 
@@ -216,6 +225,10 @@ async def media(request: web.Request) -> web.StreamResponse:
         raise ApiError(502, f"object storage failed: {exc}", type="storage_error") from None
 
 
+async def openapi_document(request: web.Request) -> web.Response:
+    return web.Response(body=request.app[openapi.DOCUMENT], content_type="application/json")
+
+
 async def metrics(request: web.Request) -> web.Response:
     """Prometheus text format; every worker's samples summed (see gateway.metrics)."""
     body = await request.app[METRICS].render(request.app[SERVICES].recorder)
@@ -225,6 +238,7 @@ async def metrics(request: web.Request) -> web.Response:
 def setup_routes(app: web.Application) -> None:
     app.router.add_get("/", health_check)
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/openapi.json", openapi_document)
     app.router.add_get("/v1/models", list_models)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/messages", create_message)
@@ -244,3 +258,4 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_delete("/v1/keys/{key_id}", revoke_key)
     dashboard.setup_routes(app)
     app.router.add_get("/media/{object_key:.+}", media)  # HEAD is routed with GET
+    app.on_startup.append(openapi.build)  # after the catalogue is loaded (cleanup contexts run first)

@@ -9,7 +9,7 @@ that leaves mid-stream billed for what it was sent.
 
 import math
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, Literal, Protocol
+from typing import Protocol
 
 import msgspec
 from aiohttp import web
@@ -21,6 +21,7 @@ from gateway.charges import Outcome, admit, record
 from gateway.chat import chat_cost, resolve_chat_model
 from gateway.errors import ApiError, UpstreamError
 from gateway.jsonio import encode
+from gateway.messages_request import MessagesRequest
 from gateway.providers.anthropic_wire import MessageEvent, event_frame
 from gateway.providers.base import ChatCall, ChatStream, Provider
 from gateway.relay import BilledRelay
@@ -29,21 +30,6 @@ from gateway.services import Caller, Services
 ROUTE = "/v1/messages"
 NATIVE = "messages"  # the capability of adapters that serve this route in their own format
 MESSAGE_STOP = event_frame("message_stop", b'{"type":"message_stop"}')
-
-
-class InputMessage(msgspec.Struct):
-    role: Literal["user", "assistant"]
-    content: str | list[dict[str, Any]]
-
-
-class MessagesRequest(msgspec.Struct):
-    """The fields the gateway itself acts on; the rest goes to the provider (or is translated)."""
-
-    model: str
-    messages: Annotated[list[InputMessage], msgspec.Meta(min_length=1)]
-    max_tokens: Annotated[int, msgspec.Meta(ge=1)]
-    system: str | list[dict[str, Any]] | None = None
-    stream: bool = False
 
 
 def conversation(request: MessagesRequest) -> list[dict]:

@@ -5,6 +5,7 @@ import time
 import structlog
 from aiohttp import web
 
+from gateway.edge import printable
 from gateway.errors import ApiError, ledger_unavailable, unauthorized
 from gateway.keys import new_id
 from gateway.services import Caller
@@ -12,9 +13,11 @@ from gateway.state import CALLER, LOG_FIELDS, METRICS, REQUEST_ID, SERVICES
 from ledger.recorder import LedgerUnavailable
 
 log = structlog.get_logger("gateway.request")
+# The response a handler has begun sending (its status line is out); set as it is prepared.
+STARTED = web.RequestKey("started_response", web.StreamResponse)
 
 # Routes answered without a key; every other /v1 route needs one.
-PUBLIC = frozenset({"/", "/v1/models"})
+PUBLIC = frozenset({"/", "/v1/models", "/openapi.json"})
 REALTIME_PATH = "/v1/realtime"
 KEY_SUBPROTOCOL = "openai-insecure-api-key."
 
@@ -44,6 +47,7 @@ async def add_request_id(request: web.Request, response: web.StreamResponse) -> 
     """on_response_prepare: every response, streamed ones included, names its request id."""
     if (request_id := request.get(REQUEST_ID)) is not None:
         response.headers["X-Request-Id"] = request_id
+    request[STARTED] = response
 
 
 async def _render_errors(request: web.Request, handler) -> web.StreamResponse:
@@ -58,6 +62,27 @@ async def _render_errors(request: web.Request, handler) -> web.StreamResponse:
             raise
         return ApiError(exc.status, exc.reason or "error", type=_type_of(exc.status),
                         headers={k: v for k, v in exc.headers.items() if k == "Allow"}).response()
+    except ConnectionError:
+        raise  # the client went away: nothing to answer, and not a fault of ours
+    except Exception:  # the boundary: a bug, logged once with its traceback, answered as JSON
+        log.exception("unhandled_error", method=request.method, route=request.path)
+        return _after_failure(request)
+
+
+def _after_failure(request: web.Request) -> web.StreamResponse:
+    """The documented 500 body; or, once a response has begun, that response with the
+    connection cut, so the client sees a broken answer rather than a complete one."""
+    if (started := request.get(STARTED)) is not None:
+        if request.transport is not None:
+            request.transport.abort()
+        return started
+    return internal_error(request[REQUEST_ID]).response()
+
+
+def internal_error(request_id: str) -> ApiError:
+    """Never the exception's text: it could carry a key or a client's data."""
+    return ApiError(500, f"the gateway failed unexpectedly; request id {request_id} names it in"
+                         " the operator's logs", type="server_error")
 
 
 def _type_of(status: int) -> str:
@@ -73,7 +98,8 @@ async def authenticate(request: web.Request, handler) -> web.StreamResponse:
     key = _presented_key(request)
     if not key:
         raise unauthorized("missing API key: send 'Authorization: Bearer <key>'")
-    principal = request.app[SERVICES].directory.authenticate(key)
+    # Keys are printable ASCII; other bytes (aiohttp hands them over as surrogates) name no key.
+    principal = request.app[SERVICES].directory.authenticate(key) if printable(key) else None
     if principal is None:
         raise unauthorized("invalid or revoked API key")
     services = request.app[SERVICES]

@@ -2,12 +2,14 @@
 
 import msgspec
 
+from gateway.edge import WholeNumber
 from gateway.errors import ApiError
 from gateway.jsonio import loads, number
 from gateway.services import Caller, Services
 from ledger.money import from_nano
 
 MAX_LIMIT = 100
+LIMIT = WholeNumber("limit", 1, MAX_LIMIT, 30, "tracks to list, newest first")
 TRACK_COLUMNS = ("m.request_id, m.org_id, r.position, m.created_at_us, m.model, m.provider, m.storage,"
                  " m.error, m.object_key, m.expired_at_us, r.charged_inr_nano, r.cost_usd_nano,"
                  " r.usd_to_inr, p.body, p.removed_at_us, t.body")

@@ -13,6 +13,7 @@ import msgspec
 
 from gateway.errors import ApiError, bad_request
 from gateway.jsonio import loads, number
+from gateway.edge import MAX_WHOLE, WholeNumber, is_whole
 from gateway.services import Caller, Services
 from ledger.money import from_nano
 
@@ -20,6 +21,10 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 FILTERS = ("route", "model", "status")
 PARAMETERS = frozenset({"limit", "before", *FILTERS})
+LIMIT = WholeNumber("limit", 1, MAX_LIMIT, DEFAULT_LIMIT, "entries on the page")
+STATUS = WholeNumber("status", 100, 599, description="only requests answered with this HTTP status")
+LOG_ID_PREFIX = "log_"
+LOG_ID_PATTERN = r"^log_[0-9]{1,19}$"  # what position_of accepts (below 2^63 too)
 COLUMNS = ("request_id, position, created_at_us, route, model, provider, status, stream, key_id,"
            " prompt_tokens, completion_tokens, cost_usd_nano, cost_inr_nano, charged_inr_nano,"
            " usd_to_inr, latency_ms, error, content_id")
@@ -39,24 +44,19 @@ def parse_query(query: Mapping[str, str]) -> LogQuery:
     if unknown := sorted(set(query) - PARAMETERS):
         raise bad_request(f"unknown query parameter {unknown[0]!r}; the log takes"
                           f" {', '.join(sorted(PARAMETERS))}", unknown[0])
-    limit = whole_number(query.get("limit", str(DEFAULT_LIMIT)), "limit", 1, MAX_LIMIT)
+    limit = LIMIT.read(query)
     before = position_of(query["before"], "before") if "before" in query else None
-    filters = tuple((name, whole_number(query[name], name, 100, 599) if name == "status" else query[name])
+    filters = tuple((name, STATUS.read(query) if name == "status" else query[name])
                     for name in FILTERS if query.get(name))
     return LogQuery(limit, before, filters)
 
 
-def whole_number(text: str, name: str, least: int, most: int) -> int:
-    if not text.isdigit() or not least <= int(text) <= most:
-        raise bad_request(f"{name} must be a whole number from {least} to {most}, got {text!r}", name)
-    return int(text)
-
-
 def position_of(log_id: str, name: str) -> int:
     """The position a `log_<n>` id names."""
-    if not (log_id.startswith("log_") and log_id[4:].isdigit()):
+    digits = log_id.removeprefix(LOG_ID_PREFIX)
+    if digits == log_id or not is_whole(digits, 0, MAX_WHOLE):
         raise bad_request(f"{name} must be a log id such as 'log_123' (a page's next_cursor), got {log_id!r}", name)
-    return int(log_id[4:])
+    return int(digits)
 
 
 def page_sql(org_id: str, query: LogQuery) -> tuple[str, tuple]:
@@ -106,7 +106,8 @@ def iso_time(at_us: int) -> str:
 
 async def detail(services: Services, caller: Caller, log_id: str) -> dict:
     """One request of the caller's, with its prompt and response text if they are kept."""
-    column, key = ("position", position_of(log_id, "id")) if log_id.startswith("log_") else ("request_id", log_id)
+    column, key = (("position", position_of(log_id, "id")) if log_id.startswith(LOG_ID_PREFIX)
+                   else ("request_id", log_id))
     rows = await services.recorder.fetch(f"{SELECT} WHERE {column} = ? AND org_id = ?", (key, caller.org_id))
     if not rows:  # the same answer for another org's request as for none at all
         raise ApiError(404, f"no request {log_id} in this organization's log", type="not_found")

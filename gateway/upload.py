@@ -14,7 +14,9 @@ from collections.abc import AsyncIterator, Callable
 
 import aiohttp
 from aiohttp import BodyPartReader, MultipartReader, web
+from aiohttp.http_exceptions import HttpProcessingError
 
+from gateway.edge import printable
 from gateway.errors import ApiError, bad_request
 from gateway.providers.base import FilePart, FormField
 
@@ -26,6 +28,9 @@ SPOOL_MEMORY_BYTES = 1024 * 1024
 FILE_FIELD = "file"
 
 FieldCheck = Callable[[str, str], str]  # validates a field; returns the value to send upstream
+# What reading a client's form raises when the form is malformed or cut short: a part header
+# aiohttp cannot parse, a body that ends before its closing boundary or its declared length.
+UNREADABLE = (aiohttp.ClientError, ConnectionError, ValueError, HttpProcessingError, web.RequestPayloadError)
 
 
 def too_large() -> ApiError:
@@ -61,6 +66,15 @@ async def open_form(request: web.Request) -> "Form":
         return Form(await request.multipart())
     except (ValueError, KeyError, AssertionError) as exc:  # no or a malformed boundary
         raise broken_upload(exc) from None
+
+
+def part_text(value: str, what: str, *, ascii_only: bool = False) -> str:
+    """A part header's value, as it will be sent on: aiohttp hands over bytes that are not
+    UTF-8 as surrogates, which cannot be encoded again; names and types are ASCII."""
+    if not (printable(value) if ascii_only else value.isprintable()):
+        raise bad_request(f"a form part's {what} must be printable {'ASCII' if ascii_only else 'text'}",
+                          FILE_FIELD)
+    return value
 
 
 async def read_field(part: BodyPartReader) -> str:
@@ -104,7 +118,7 @@ class Form:
             if self._file is not None and self.value("model") is None:
                 await self._spool_file()
                 await self._trailing_fields()
-        except (aiohttp.ClientError, ConnectionError, ValueError) as exc:
+        except UNREADABLE as exc:
             raise broken_upload(exc) from None
 
     async def parts(self, check: FieldCheck) -> AsyncIterator[FormField | FilePart]:
@@ -129,11 +143,13 @@ class Form:
         while (part := await self._reader.next()) is not None:
             if not isinstance(part, BodyPartReader):
                 raise bad_request("nested multipart parts are not supported", FILE_FIELD)
-            if part.name == FILE_FIELD:
-                self._filename = part.filename or FILE_FIELD
-                self._content_type = part.headers.get("Content-Type", "application/octet-stream")
+            name = part_text(part.name or "", "name", ascii_only=True)
+            if name == FILE_FIELD:
+                self._filename = part_text(part.filename or FILE_FIELD, "filename")
+                self._content_type = part_text(part.headers.get("Content-Type", "application/octet-stream"),
+                                               "Content-Type", ascii_only=True)
                 return part
-            self.fields.append((part.name or "", await read_field(part)))
+            self.fields.append((name, await read_field(part)))
         return None
 
     async def _trailing_fields(self) -> None:
@@ -147,7 +163,7 @@ class Form:
         known = len(self.fields)
         try:
             await self._trailing_fields()
-        except (aiohttp.ClientError, ConnectionError, ValueError) as exc:
+        except UNREADABLE as exc:
             raise broken_upload(exc) from None
         for name, value in self.fields[known:]:
             yield name, value
@@ -178,7 +194,7 @@ class Form:
         except ApiError as exc:
             self.failure = exc
             raise
-        except (aiohttp.ClientError, ConnectionError, ValueError) as exc:
+        except UNREADABLE as exc:
             self.failure = broken_upload(exc)
             raise self.failure from None
 

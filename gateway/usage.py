@@ -12,6 +12,7 @@ from decimal import Decimal
 
 import msgspec
 
+from gateway.edge import WholeNumber
 from gateway.errors import ApiError
 from gateway.jsonio import number
 from gateway.services import Caller, Services
@@ -20,6 +21,7 @@ from ledger.projections import US_PER_DAY
 
 DEFAULT_DAYS = 30
 MAX_DAYS = 90
+DAYS = WholeNumber("days", 1, MAX_DAYS, DEFAULT_DAYS, "UTC days to cover, today included")
 ORG = "SELECT name, retention, credits_inr_nano, spent_inr_nano, held_inr_nano FROM orgs WHERE org_id = ?"
 USAGE = ("SELECT day, route, model, status, requests, prompt_tokens, completion_tokens, cost_usd_nano,"
          " charged_inr_nano FROM usage_daily WHERE org_id = ? AND day >= ?")

@@ -1,0 +1,61 @@
+"""Parsing at the edge: numbers in query strings and paths (ASCII digits only, bounded) and
+header values (printable ASCII), each read one way everywhere.
+
+A `WholeNumber` names a query parameter's bounds and default once; the parser reads them and
+so does the OpenAPI document (gateway.openapi), so the two cannot disagree.
+"""
+
+from collections.abc import Mapping
+
+import msgspec
+from aiohttp import web
+
+from gateway.errors import bad_request
+
+MAX_WHOLE = 2**63 - 1  # the largest integer either ledger backend stores
+_MAX_DIGITS = len(str(MAX_WHOLE))
+
+
+def is_whole(text: str, least: int, most: int) -> bool:
+    """Whether `text` is a whole number from `least` to `most` in ASCII digits ("²" and "١" are
+    digits to str.isdigit, not to us; so are thousands of digits, which int() refuses)."""
+    return (text.isascii() and text.isdigit() and len(text) <= _MAX_DIGITS
+            and least <= int(text) <= most)
+
+
+def whole_number(text: str, name: str, least: int, most: int) -> int:
+    """`text` as an int; 400 naming `name` unless it is a whole number from `least` to `most`."""
+    if not is_whole(text, least, most):
+        raise bad_request(f"{name} must be a whole number from {least} to {most}, got {text!r}", name)
+    return int(text)
+
+
+class WholeNumber(msgspec.Struct, frozen=True):
+    """A whole-number query parameter: its name, bounds and default (None: it may be absent)."""
+
+    name: str
+    least: int
+    most: int
+    default: int | None = None
+    description: str = ""
+
+    def read(self, query: Mapping[str, str]) -> int | None:
+        text = query.get(self.name)
+        return self.default if text is None else whole_number(text, self.name, self.least, self.most)
+
+    def schema(self) -> dict:
+        schema = {"type": "integer", "minimum": self.least, "maximum": self.most}
+        return schema if self.default is None else {**schema, "default": self.default}
+
+
+def header(request: web.BaseRequest, name: str) -> str | None:
+    """A header's value; 400 naming it unless it is printable ASCII (aiohttp hands over other
+    bytes undecoded, as surrogates, which no key, id or token of ours can contain)."""
+    value = request.headers.get(name)
+    if value is not None and not printable(value):
+        raise bad_request(f"the {name} header must be printable ASCII", name)
+    return value
+
+
+def printable(text: str) -> bool:
+    return text.isascii() and text.isprintable()
