@@ -7,12 +7,15 @@ one it left behind when it died, two gateways on one SQLite file, and the rules 
 import asyncio
 import time
 
+import msgspec
 import pytest
 
+from gateway import admin
 from gateway.errors import ApiError
 from gateway.idempotency import WINDOW_US, Claim, Patience, Use, next_step
 from gateway.music_request import request_hash
-from ledger.events import IdempotencyKeyClaimed, IdempotencyKeyReleased, RequestCompleted
+from gateway.sealing import Sealer
+from ledger.events import CreditsHeld, IdempotencyKeyClaimed, IdempotencyKeyReleased, RequestCompleted
 from ledger.recorder import Append
 from support import auth, decimal_json
 
@@ -127,3 +130,19 @@ async def test_two_gateways_on_one_sqlite_ledger_generate_a_duplicate_once(make_
     assert await music_calls(first, simulator) == 1
     charges = [r.event for r in await first.events() if isinstance(r.event, RequestCompleted)]
     assert [e.request_id for e in charges] == [a["id"]] and charges[0].charged_inr_nano > 0
+
+
+async def test_an_org_with_its_own_key_claims_without_a_hold_and_is_never_charged(make_gateway, s3_config, simulator):
+    config = msgspec.structs.replace(s3_config, secrets=msgspec.structs.replace(s3_config.secrets, master_key="m" * 32))
+    first, second = await make_gateway(config), await make_gateway(config)
+    org = await first.new_org("0")
+    await admin.set_provider_key(first.ledger.recorder, Sealer("m" * 32), org["org_id"], "google", "AIzaOwnKey0123456789")
+    for gateway in (first, second):
+        await gateway.ledger.follower.catch_up()
+    body = clip("my own key [sim:latency_ms=400]")
+    one, two = await asyncio.gather(post_music(first, org, "k", body), post_music(second, org, "k", body))
+    assert one.status == two.status == 200 and (await one.json())["id"] == (await two.json())["id"]
+    assert await music_calls(first, simulator) == 1
+    events = [r.event for r in await first.events()]
+    assert [type(e) for e in events if isinstance(e, IdempotencyKeyClaimed | CreditsHeld)] == [IdempotencyKeyClaimed]
+    assert [e.charged_inr_nano for e in events if isinstance(e, RequestCompleted)] == [0]
