@@ -9,7 +9,7 @@ does (`next_step`):
 - nothing: it claims the key and generates;
 - a running claim with the same body: it waits for that request (polling the ledger with a short
   back-off, at most its own claim's lease), then acts on what it finds; a duplicate in the same
-  process joins the first in memory instead;
+  process joins the first in memory instead, and shares its outcome, error included;
 - a success within 24 hours with the same body: the first response, replayed from this process's
   memory, or rebuilt from the ledger and the bucket (audio that was never stored, storage inline
   or none, cannot be rebuilt on another replica or after a restart: 409);
@@ -19,7 +19,7 @@ does (`next_step`):
   old claim in the same unit (of several racing to do so, the ledger admits one).
 
 A request that fails is not charged and releases its claim in the unit that records it, so a retry
-with the same key, or a duplicate waiting for it, makes an attempt of its own. A generation that
+with the same key, or a duplicate waiting for it in another process, makes an attempt of its own. A generation that
 outlives its own lease is answered 504 and not charged, since another replica may by then have
 taken the key over: never two charges for one key. A dead replica's claim blocks its key until its
 lease passes (duplicates wait, then take the key over).
