@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser run test bench clean
+.PHONY: install browser run test fuzz bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,9 @@ browser:  ## Debian's Chromium for tests/browser, when missing (without it they 
 
 test: install browser  ## every test, against real sockets, SQLite files, services and a real browser
 	$(PY) -m pytest
+
+fuzz: install  ## a longer soak of the fuzz suite (make test runs a short one); FUZZ_EXAMPLES cases per route and mode
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-400} $(PY) -m pytest tests/robustness/test_fuzz.py -q
 
 bench: install  ## benchmarks (not part of the test run)
 	$(PY) -m bench.gateway_throughput
