@@ -5,6 +5,7 @@ A `WholeNumber` names a query parameter's bounds and default once; the parser re
 so does the OpenAPI document (gateway.openapi), so the two cannot disagree.
 """
 
+import re
 from collections.abc import Mapping
 
 import msgspec
@@ -13,6 +14,9 @@ from aiohttp import web
 from gateway.errors import bad_request
 
 MAX_WHOLE = 2**63 - 1  # the largest integer either ledger backend stores
+# What no text the gateway looks up or stores may hold: NUL (PostgreSQL refuses it in text) and
+# lone surrogates (aiohttp's stand-ins for bytes that are not UTF-8; they cannot be encoded).
+NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
 _MAX_DIGITS = len(str(MAX_WHOLE))
 
 
@@ -59,3 +63,10 @@ def header(request: web.BaseRequest, name: str) -> str | None:
 
 def printable(text: str) -> bool:
     return text.isascii() and text.isprintable()
+
+
+def check_url(request: web.Request) -> None:
+    """400 naming the first path or query parameter that is not text (see NOT_TEXT)."""
+    for name, value in (*request.match_info.items(), *request.query.items()):
+        if NOT_TEXT.search(name) or NOT_TEXT.search(value):
+            raise bad_request(f"{name!r} holds a NUL or bytes that are not UTF-8", name)

@@ -5,7 +5,7 @@ import time
 import structlog
 from aiohttp import web
 
-from gateway.edge import printable
+from gateway.edge import check_url, printable
 from gateway.errors import ApiError, ledger_unavailable, unauthorized
 from gateway.keys import new_id
 from gateway.services import Caller
@@ -52,6 +52,7 @@ async def add_request_id(request: web.Request, response: web.StreamResponse) -> 
 
 async def _render_errors(request: web.Request, handler) -> web.StreamResponse:
     try:
+        check_url(request)
         return await handler(request)
     except ApiError as exc:
         return exc.response()

@@ -23,7 +23,7 @@ KEYS = ("SELECT key_id, prefix, name, admin, created_at_us, last_used_at_us, rev
 class NewKey(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """POST /v1/keys."""
 
-    name: Annotated[str, msgspec.Meta(max_length=100)] = ""
+    name: Annotated[str, msgspec.Meta(max_length=100, pattern="^[^\x00]*$")] = ""  # PostgreSQL text holds no NUL
     admin: bool = False
 
 

@@ -155,3 +155,30 @@ async def test_a_truncated_upload_is_a_400_not_a_502(gateway, org, body):
     answer = await response.json()
     assert response.status == 400 and answer["error"]["param"] == "file", answer
     assert answer["error"]["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize("path", ["/v1/logs/%ff%fe", "/v1/logs/req_%00", "/v1/music/%ff/link",
+                                  "/v1/music/%ff/content", "/v1/keys/%ff", "/dashboard/static/%ff.js"])
+async def test_ids_in_paths_that_are_not_text_are_a_4xx(gateway, org, path):
+    from yarl import URL
+
+    method = "DELETE" if path.startswith("/v1/keys") else "GET"
+    response = await gateway.client.request(method, URL(path, encoded=True), headers=auth(org["api_key"]))
+    assert 400 <= response.status < 500 and response.content_type == "application/json", await response.text()
+
+
+@pytest.mark.parametrize("path", ["/v1/logs/req_%00x", "/v1/music/trk%00/link", "/v1/logs?model=a%00b"])
+async def test_a_nul_in_an_id_is_a_4xx_on_postgresql_too(make_pg_gateway, config, path):
+    from yarl import URL
+
+    gateway = await make_pg_gateway(config)
+    org = await gateway.new_org("10")
+    response = await gateway.client.get(URL(path, encoded=True), headers=auth(org["api_key"]))
+    assert 400 <= response.status < 500 and response.content_type == "application/json", await response.text()
+
+
+async def test_a_key_name_with_a_nul_is_a_400_on_postgresql_too(make_pg_gateway, config):
+    gateway = await make_pg_gateway(config)
+    org = await gateway.new_org("10")
+    response = await gateway.client.post("/v1/keys", json={"name": "a\u0000b"}, headers=auth(org["api_key"]))
+    assert response.status == 400 and (await response.json())["error"]["param"] == "name"
