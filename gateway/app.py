@@ -7,7 +7,7 @@ import msgspec
 from aiohttp import web
 from redis.asyncio import Redis
 
-from gateway import providers, realtime
+from gateway import providers, realtime, redis_client
 from gateway.catalogue import Catalogue
 from gateway.config import Config
 from gateway.directory import Directory
@@ -56,8 +56,9 @@ def create_app(config: Config) -> web.Application:
 
 async def ledger_ctx(app: web.Application) -> AsyncIterator[None]:
     """The recorder, its group-commit writer, and the in-memory directory that follows it."""
-    recorder = recorder_for(app[CONFIG].ledger.url)
-    await recorder.open(migrate=app[CONFIG].ledger.migrate_on_start)
+    settings = app[CONFIG].ledger
+    recorder = recorder_for(settings.url, timeout_s=settings.timeout_s, connect_timeout_s=settings.connect_timeout_s)
+    await recorder.open(migrate=settings.migrate_on_start)
     directory = Directory()
     follower = LogFollower(recorder, directory.apply, after=await directory.load(recorder))
     writer = GroupCommitWriter(recorder, on_commit=follower.applied_locally, on_batch=lambda size, seconds:
@@ -80,8 +81,7 @@ async def upstream_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def redis_ctx(app: web.Application) -> AsyncIterator[None]:
-    url = app[CONFIG].redis.url
-    app[REDIS] = Redis.from_url(url) if url else None
+    app[REDIS] = redis_client.connect(app[CONFIG].redis)  # None when not configured
     yield
     if app[REDIS] is not None:
         await app[REDIS].aclose()
@@ -111,5 +111,5 @@ async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         Signer(config.storage.signing_secret, config.storage.signed_url_ttl_s),
         IdempotencyKeys(ledger.recorder, config.music.upstream_timeout_s),
         ProviderKeys(ledger.recorder, Sealer(config.secrets.master_key), ledger.directory),
-        RateLimiter(app[REDIS]), app[METRICS])
+        RateLimiter(app[REDIS], config.redis), app[METRICS])
     yield

@@ -13,6 +13,8 @@ from ledger.events import Event, RequestCompleted
 from ledger.money import from_nano
 from ledger.recorder import Append, Content
 
+log = structlog.get_logger("gateway.charges")
+
 
 class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     """How a request ended, as billing sees it."""
@@ -76,13 +78,22 @@ async def commit(services: Services, caller: Caller, events: list[Event],
     await services.writer.append(unit)
     for event in events:
         if isinstance(event, RequestCompleted):
-            structlog.contextvars.bind_contextvars(  # for the request's canonical log line
-                model=event.model, provider=event.provider, cost_inr=str(from_nano(event.charged_inr_nano)))
-            services.metrics.observe_charge(event.model, event.provider, event.prompt_tokens,
-                                            event.completion_tokens, float(from_nano(event.charged_inr_nano)))
-            key_id = caller.principal.key_id
-            await services.limiter.spend(key_id, services.limits_for(key_id),
-                                         event.prompt_tokens + event.completion_tokens)
+            await _after_commit(services, caller, event)
+
+
+async def _after_commit(services: Services, caller: Caller, event: RequestCompleted) -> None:
+    """Bookkeeping once the charge is durable. The client is owed its answer now, so nothing
+    here may fail the request: a failure is logged once, with its traceback, and the answer stands."""
+    try:
+        structlog.contextvars.bind_contextvars(  # for the request's canonical log line
+            model=event.model, provider=event.provider, cost_inr=str(from_nano(event.charged_inr_nano)))
+        services.metrics.observe_charge(event.model, event.provider, event.prompt_tokens,
+                                        event.completion_tokens, float(from_nano(event.charged_inr_nano)))
+        key_id = caller.principal.key_id
+        await services.limiter.spend(key_id, services.limits_for(key_id),
+                                     event.prompt_tokens + event.completion_tokens)
+    except Exception:  # logged, not hidden; see the docstring
+        log.exception("after_commit_failed", request_id=caller.request_id)
 
 
 async def record(services: Services, caller: Caller, outcome: Outcome, text: dict | None = None) -> None:

@@ -16,7 +16,7 @@ from gateway.redaction import Redactor
 from gateway.sealing import Sealer
 from ledger import audit
 from ledger.backends import recorder_for
-from ledger.recorder import SCHEMA_VERSION, Recorder, SchemaOutOfDate
+from ledger.recorder import SCHEMA_VERSION, LedgerUnavailable, Recorder, SchemaOutOfDate
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,7 +109,8 @@ def _secret_argument(text: str) -> str:
 
 async def with_recorder(config: Config, action: Callable[[Recorder], Awaitable[object]]) -> object:
     """Run `action` on the configured ledger (created on first use), then close it."""
-    recorder = recorder_for(config.ledger.url)
+    ledger = config.ledger
+    recorder = recorder_for(ledger.url, timeout_s=ledger.timeout_s, connect_timeout_s=ledger.connect_timeout_s)
     await recorder.open()
     try:
         return await action(recorder)
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = _configured(args)
         return _run(args, config)
-    except (ConfigError, AdminError, SchemaOutOfDate, ValueError) as exc:
+    except (ConfigError, AdminError, SchemaOutOfDate, LedgerUnavailable, ValueError) as exc:
         print(f"gateway: error: {exc}", file=sys.stderr)
         return 1 if not isinstance(exc, ConfigError) else 2
 

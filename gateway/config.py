@@ -12,6 +12,8 @@ from typing import Annotated, Any
 
 import msgspec
 
+from ledger.timeouts import CONNECT_TIMEOUT_S, STATEMENT_TIMEOUT_S
+
 ENV_PREFIX = "GATEWAY_"
 
 
@@ -36,10 +38,19 @@ class LedgerConfig(Section):
     # Bring the schema up to date when a server starts; off: refuse to start on an old schema
     # and leave `gateway ledger migrate` to the operator (one step of a rollout).
     migrate_on_start: bool = True
+    # The longest wait for the database (one statement, a pooled connection, SQLite's write
+    # lock) and for a new PostgreSQL connection; past either the request answers 503.
+    timeout_s: Annotated[float, msgspec.Meta(gt=0)] = STATEMENT_TIMEOUT_S
+    connect_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = CONNECT_TIMEOUT_S
 
 
 class RedisConfig(Section):
     url: str = ""
+    # Redis is an optimisation (rate limits fail open), so it gets little time: a failure skips
+    # it for `cooldown_s` rather than adding a timeout to every request of an outage.
+    connect_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 0.2
+    timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 0.25
+    cooldown_s: Annotated[float, msgspec.Meta(ge=0)] = 2.0
 
 
 class StorageConfig(Section):

@@ -2,11 +2,12 @@
 
 import asyncio
 
-from redis.exceptions import RedisError
-
 from gateway import __version__
+from gateway.redis_client import FAILURES as REDIS_FAILURES
 from gateway.services import Services
+from ledger.recorder import LedgerUnavailable
 
+# Both checks run at once, each cut off after this: the report never takes much longer.
 CHECK_TIMEOUT_S = 2.0
 # A commit that has waited this long means billing is stuck, whatever else looks fine.
 STUCK_BACKLOG_S = 10.0
@@ -14,8 +15,9 @@ STUCK_BACKLOG_S = 10.0
 
 async def report(services: Services, skip: set[str]) -> tuple[int, dict]:
     """(HTTP status, body): 200 when every check that ran passed, else 503."""
-    database = await _check(_ping_database(services)) if "database" not in skip else _skipped()
-    redis = await _check_redis(services) if "redis" not in skip else _skipped()
+    database, redis = await asyncio.gather(
+        _check(_ping_database(services)) if "database" not in skip else _skipped(),
+        _check_redis(services) if "redis" not in skip else _skipped())
     pending, oldest = services.writer.backlog()
     ledger = {"pending_appends": pending, "oldest_pending_s": round(oldest, 3),
               "stuck": oldest > STUCK_BACKLOG_S}
@@ -42,12 +44,13 @@ async def _check_redis(services: Services) -> dict:
 async def _check(probe) -> dict:
     try:
         await asyncio.wait_for(probe, CHECK_TIMEOUT_S)
-    except (OSError, RedisError, asyncio.TimeoutError) as exc:
-        return {"connected": False, "error": f"{type(exc).__name__}: {exc}"[:300], "failed": True}
+    except (LedgerUnavailable, *REDIS_FAILURES) as exc:
+        reason = str(exc) or f"no answer within {CHECK_TIMEOUT_S} s"
+        return {"connected": False, "error": f"{type(exc).__name__}: {reason}"[:300], "failed": True}
     return {"connected": True, "error": ""}
 
 
-def _skipped() -> dict:
+async def _skipped() -> dict:
     return {"connected": False, "error": "skipped"}
 
 

@@ -3,18 +3,21 @@
 With `[redis] url` the counters live in Redis, so every replica and worker shares them; without
 it they live in this process. Policy when Redis fails: fail OPEN (the request is served and a
 warning logged): a cache outage must not become an API outage, and billing never depends on
-Redis. A key's own limits (`gateway admin set-key-limits`) override the `[limits]` defaults;
-0 means unlimited.
+Redis. A failure of any kind (reset, refused, timeout) also opens a breaker, so for its
+cool-down requests skip Redis at once instead of each waiting on it. A key's own limits
+(`gateway admin set-key-limits`) override the `[limits]` defaults; 0 means unlimited.
 """
 
+import asyncio
 import time
 
 import msgspec
 import structlog
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
+from gateway.config import RedisConfig
 from gateway.errors import ApiError
+from gateway.redis_client import FAILURES, Breaker, call_budget_s
 
 WINDOW_S = 60
 log = structlog.get_logger("gateway.limits")
@@ -38,8 +41,10 @@ def too_many(what: str, limit: int, retry_after: int) -> ApiError:
 
 
 class RateLimiter:
-    def __init__(self, redis: Redis | None) -> None:
+    def __init__(self, redis: Redis | None, config: RedisConfig = RedisConfig()) -> None:
         self._redis = redis
+        self._breaker = Breaker(config.cooldown_s)
+        self._budget_s = call_budget_s(config)
         self._local: dict[str, int] = {}  # counter key -> count, this window (no Redis)
         self._local_window = -1
 
@@ -55,7 +60,7 @@ class RateLimiter:
             raise too_many("tokens", limits.tokens_per_minute, retry_after)
 
     async def spend(self, key_id: str, limits: Limits, tokens: int) -> None:
-        """Add a finished request's tokens to its key's window."""
+        """Add a finished request's tokens to its key's window; never raises for Redis."""
         if limits.tokens_per_minute and tokens:
             await self._count(key_id, window(time.time())[0], requests=0, tokens=tokens)
 
@@ -63,14 +68,23 @@ class RateLimiter:
         names = (f"limits:{key_id}:{number}:requests", f"limits:{key_id}:{number}:tokens")
         if self._redis is None:
             return self._count_locally(names, number, requests, tokens)
+        if not self._breaker.allows():
+            return 0, 0  # Redis failed moments ago: fail open at once, see above
         try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.incrby(names[0], requests).expire(names[0], 2 * WINDOW_S)
-                pipe.incrby(names[1], tokens).expire(names[1], 2 * WINDOW_S)
-                counted_requests, _, counted_tokens, _ = await pipe.execute()
-        except (RedisError, OSError) as exc:
-            log.warning("rate_limit_unavailable", error=type(exc).__name__)  # fail open, see above
+            async with asyncio.timeout(self._budget_s):
+                counted = await self._count_in_redis(names, requests, tokens)
+        except FAILURES as exc:
+            self._breaker.failed()
+            log.warning("rate_limit_unavailable", error=f"{type(exc).__name__}: {exc}"[:200])  # fail open
             return 0, 0
+        self._breaker.succeeded()
+        return counted
+
+    async def _count_in_redis(self, names: tuple[str, str], requests: int, tokens: int) -> tuple[int, int]:
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.incrby(names[0], requests).expire(names[0], 2 * WINDOW_S)
+            pipe.incrby(names[1], tokens).expire(names[1], 2 * WINDOW_S)
+            counted_requests, _, counted_tokens, _ = await pipe.execute()
         return counted_requests, counted_tokens
 
     def _count_locally(self, names: tuple[str, str], number: int, requests: int, tokens: int) -> tuple[int, int]:

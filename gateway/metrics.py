@@ -56,9 +56,11 @@ class Metrics:
         self.latency.labels(*labels).observe(seconds)
 
     def observe_charge(self, model: str, provider: str, prompt: int, completion: int, inr: float) -> None:
-        self.tokens.labels(model, provider, "prompt").inc(prompt)
-        self.tokens.labels(model, provider, "completion").inc(completion)
-        self.cost.labels(model, provider).inc(inr)
+        # A counter refuses to go down; a negative amount (the ledger refuses those too) is not
+        # counted rather than raised after the charge was committed.
+        self.tokens.labels(model, provider, "prompt").inc(max(prompt, 0))
+        self.tokens.labels(model, provider, "completion").inc(max(completion, 0))
+        self.cost.labels(model, provider).inc(max(inr, 0.0))
 
     def observe_batch(self, size: int, seconds: float, waiting: int) -> None:
         self.batch.observe(size)

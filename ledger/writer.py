@@ -32,6 +32,7 @@ class GroupCommitWriter:
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._closing = False
+        self._failing = False  # the last commit failed: the database is probably away
         self.batches = 0
         self.largest_batch = 0
 
@@ -75,11 +76,14 @@ class GroupCommitWriter:
         try:
             outcomes = await self._recorder.append([unit for unit, _, _ in batch])
         except Exception as exc:  # the database failed: every caller in the batch must hear it
-            log.warning("ledger commit of %d appends failed: %s: %s", len(batch), type(exc).__name__, exc)
+            self._failed(exc)
             for _, future, _ in batch:
                 if not future.done():
                     future.set_exception(exc)
             return
+        if self._failing:
+            log.warning("ledger commits succeed again")
+            self._failing = False
         self.batches += 1
         self.largest_batch = max(self.largest_batch, len(batch))
         self._observe(len(batch), time.monotonic() - started)
@@ -92,6 +96,12 @@ class GroupCommitWriter:
                 future.set_result(outcome)
         # Callers resume only at the loop's next turn, so on_commit still runs before them.
         self._notify([r for o in outcomes if not isinstance(o, Exception) for r in o])
+
+    def _failed(self, exc: Exception) -> None:
+        """Log the first failure of a run of them (an outage fails every batch until it ends)."""
+        if not self._failing:
+            log.warning("ledger commits fail, each caller is told: %s: %s", type(exc).__name__, exc)
+        self._failing = True
 
     def _observe(self, size: int, seconds: float) -> None:
         if not self._on_batch:

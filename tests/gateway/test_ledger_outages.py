@@ -1,0 +1,173 @@
+"""The gateway when its ledger database goes away mid-load (issue 12, finding 4).
+
+PostgreSQL is reached through a TCP proxy the test controls: first it refuses connections (and
+resets the open ones), then it blackholes them. Throughout, every answer is a completed 200, a
+JSON 503 with Retry-After, or a stream ended with an error event and [DONE]; no answer waits
+long; health says which check failed; afterwards requests succeed again by themselves, every
+completed 200 has exactly one charge in the ledger, and `gateway ledger verify` passes.
+"""
+
+import asyncio
+import sqlite3
+import time
+import uuid
+
+import msgspec
+import pytest
+
+from gateway_helpers import closed_port, run_cli_async, write_config
+from ledger.postgres import PostgresRecorder
+from outage_helpers import assert_every_charge_accounted_for, balance_matches_charges, chat, load, outcome
+from support import POSTGRES_DSN, auth, need_service
+from tcp_proxy import TcpProxy
+
+TIMEOUT_S = 0.5  # the ledger's statement and connect timeouts in these tests
+BOUND_S = 4.0  # the longest any answer may take while the database is away
+HEALTH_BOUND_S = 2.5  # health gives each check 2 s
+
+
+@pytest.fixture
+async def pg_proxy():
+    need_service("127.0.0.1", 5432, "PostgreSQL")
+    proxy = await TcpProxy.start("127.0.0.1", 5432)
+    yield proxy
+    await proxy.close()
+
+
+@pytest.fixture
+async def pg_schema():
+    import asyncpg
+
+    name = f"gw_outage_{uuid.uuid4().hex[:12]}"
+    yield name
+    db = await asyncpg.connect(POSTGRES_DSN)
+    await db.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+    await db.close()
+
+
+@pytest.fixture
+def proxied_config(config, pg_proxy, pg_schema):
+    """The test config with the ledger on PostgreSQL through the proxy, with short timeouts."""
+    ledger = msgspec.structs.replace(
+        config.ledger, url=f"postgresql://postgres@127.0.0.1:{pg_proxy.port}/test?schema={pg_schema}",
+        timeout_s=TIMEOUT_S, connect_timeout_s=TIMEOUT_S)
+    return msgspec.structs.replace(config, ledger=ledger)
+
+
+async def cut(proxy: TcpProxy, how: str) -> None:
+    if how == "refused":  # the server is gone: open connections reset, new ones refused
+        proxy.reset()
+        await proxy.refuse()
+    else:  # the network drops everything: connections stay open and hear nothing
+        proxy.blackhole()
+
+
+async def health(gateway) -> tuple[int, dict, float]:
+    started = time.monotonic()
+    response = await gateway.client.get("/")
+    assert response.content_type == "application/json"
+    return response.status, await response.json(), time.monotonic() - started
+
+
+async def recorded_events(schema: str) -> list:
+    recorder = PostgresRecorder(POSTGRES_DSN, schema)
+    await recorder.open(migrate=False)
+    try:
+        return await recorder.read(0, 100_000)
+    finally:
+        await recorder.close()
+
+
+async def until_charged(gateway, key: str, timeout: float = 10.0) -> float:
+    """Seconds until a chat succeeds again (failing after `timeout`)."""
+    started = time.monotonic()
+    while (answer := await chat(gateway.client, key, 1)).status != 200:
+        assert time.monotonic() - started < timeout, answer
+        await asyncio.sleep(0.1)
+    return time.monotonic() - started
+
+
+async def test_postgres_cut_mid_load_answers_cleanly_and_loses_no_charge(
+        make_gateway, proxied_config, pg_proxy, pg_schema, tmp_path):
+    gateway = await make_gateway(proxied_config)
+    org = await gateway.new_org("1000")
+    stop = asyncio.Event()
+    traffic = asyncio.create_task(load(gateway.client, org["api_key"], stop))
+    outages, probes = {}, {}
+    await asyncio.sleep(0.8)
+    for how in ("refused", "blackholed"):
+        outages[how] = time.monotonic()
+        await cut(pg_proxy, how)
+        await asyncio.sleep(0.3)
+        probes[how] = await health(gateway)
+        await asyncio.sleep(1.2)
+        await pg_proxy.restore()
+        outages[how] = (outages[how], time.monotonic())
+        await until_charged(gateway, org["api_key"])
+        await asyncio.sleep(0.5)
+    stop.set()
+    answers = await traffic
+    assert [(await chat(gateway.client, org["api_key"], n)).status for n in range(4)] == [200] * 4
+
+    for how, (status, body, seconds) in probes.items():
+        assert status == 503 and seconds < HEALTH_BOUND_S, (how, body, seconds)
+        assert body["health"]["database"]["connected"] is False and body["health"]["database"]["error"]
+    assert (await health(gateway))[0] == 200
+    slowest = max(answers, key=lambda a: a.seconds)
+    assert slowest.seconds < BOUND_S, slowest
+    for how, (began, ended) in outages.items():  # each outage really was felt, and answered cleanly
+        during = [a for a in answers if a.started < ended and a.started + a.seconds > began + 0.2]
+        assert any(outcome(a) != "charged" for a in during), how
+
+    recorded = await recorded_events(pg_schema)
+    outcomes = assert_every_charge_accounted_for(answers, recorded)
+    assert outcomes["charged"] > 10 and outcomes["refused"] + outcomes["cut short"] > 2, outcomes
+    (credits, spent), = await gateway.ledger.recorder.fetch(
+        "SELECT credits_inr_nano, spent_inr_nano FROM orgs WHERE org_id = ?", (org["org_id"],))
+    assert balance_matches_charges(recorded, org["org_id"], credits, credits - spent)
+    direct = write_config(tmp_path, f'[ledger]\nurl = "{POSTGRES_DSN}?schema={pg_schema}"\n', "direct.toml")
+    verified = await run_cli_async("ledger", "verify", "--config", str(direct))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+READ_ROUTES = ("/v1/logs", "/v1/usage", "/v1/music", "/v1/keys")
+
+
+@pytest.mark.parametrize("how", ["refused", "blackholed"])
+async def test_read_routes_answer_503_promptly_while_the_database_is_away(make_gateway, proxied_config,
+                                                                          pg_proxy, how):
+    gateway = await make_gateway(proxied_config)
+    org = await gateway.new_org("10")
+    await cut(pg_proxy, how)
+    for path in READ_ROUTES:
+        started = time.monotonic()
+        response = await gateway.client.get(path, headers=auth(org["api_key"]))
+        body = await response.json()
+        assert (response.status, body["error"]["type"]) == (503, "service_unavailable"), (path, body)
+        assert response.headers["Retry-After"] and time.monotonic() - started < BOUND_S, path
+    await pg_proxy.restore()
+    for path in READ_ROUTES:
+        assert (await gateway.client.get(path, headers=auth(org["api_key"]))).status == 200, path
+
+
+async def test_sqlite_locked_past_the_wait_is_503_then_recovers(make_gateway, config, tmp_path):
+    ledger = msgspec.structs.replace(config.ledger, timeout_s=0.3)
+    gateway = await make_gateway(msgspec.structs.replace(config, ledger=ledger))
+    org = await gateway.new_org("10")
+    other = sqlite3.connect(config.ledger.url.removeprefix("sqlite:///"), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock, and keeps it
+    try:
+        answers = [await chat(gateway.client, org["api_key"], n) for n in range(2)]
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert [outcome(a) for a in answers] == ["cut short", "refused"]  # streamed, plain
+    assert all(a.seconds < BOUND_S for a in answers)
+    assert outcome(await chat(gateway.client, org["api_key"], 3)) == "charged"
+
+
+async def test_an_admin_command_reports_an_unreachable_ledger_in_one_line(tmp_path):
+    config = write_config(tmp_path, f'[ledger]\nurl = "postgresql://postgres@127.0.0.1:{closed_port()}/test"\n')
+    result = await run_cli_async("admin", "balance", "org_nobody", "--config", str(config))
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("gateway: error: the ledger database is unavailable") and "Traceback" not in result.stderr
