@@ -45,7 +45,7 @@ def token_count(provider: str, report: dict, name: str) -> int:
     value = report.get(name)
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REPORTED_TOKENS:
+    if not _is_count(value):
         raise invalid_usage(provider, f"{name} is {_shown(value)}")
     return value
 
@@ -54,7 +54,7 @@ def checked_usage(provider: str, usage: Usage) -> Usage:
     """`usage` when its parts add up: the cached and cache-written tokens are part of the prompt
     and every total is within MAX_REPORTED_TOKENS. Every adapter's usage passes here."""
     counts = (usage.prompt_tokens, usage.completion_tokens, usage.cached_prompt_tokens, usage.cache_write_tokens)
-    if any(isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_REPORTED_TOKENS for n in counts):
+    if not all(_is_count(n) for n in counts):  # sums of sound counts may still be too large
         raise invalid_usage(provider, f"token counts {counts} are out of bounds")
     if usage.cached_prompt_tokens + usage.cache_write_tokens > usage.prompt_tokens:
         raise invalid_usage(provider, f"{usage.cached_prompt_tokens} cached and {usage.cache_write_tokens}"
@@ -70,6 +70,10 @@ def reported_seconds(provider: str, name: str, value: object) -> Decimal | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_REPORTED_SECONDS:
         raise invalid_usage(provider, f"{name} is {_shown(value)}")
     return Decimal(str(value))
+
+
+def _is_count(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value <= MAX_REPORTED_TOKENS
 
 
 def _shown(value: object) -> str:
