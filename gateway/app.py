@@ -13,9 +13,11 @@ from gateway.config import Config
 from gateway.directory import Directory
 from gateway.handlers import MAX_BODY_BYTES, setup_routes
 from gateway.idempotency import IdempotencyKeys
+from gateway.intake import BODY_BUDGET, BodyBudget, intake
 from gateway.limits import RateLimiter
 from gateway.middleware import add_request_id, authenticate, observe
 from gateway.provider_keys import ProviderKeys
+from gateway.redaction import Redactor
 from gateway.sealing import Sealer
 from gateway.services import Services
 from gateway.signing import Signer
@@ -43,7 +45,9 @@ STORE = web.AppKey("store", ObjectStore | None)
 
 
 def create_app(config: Config) -> web.Application:
-    app = web.Application(middlewares=[observe, authenticate], client_max_size=MAX_BODY_BYTES)  # per-route limits in handlers
+    app = web.Application(middlewares=[observe, authenticate, intake],
+                          client_max_size=MAX_BODY_BYTES)  # per-route limits in handlers
+    app[BODY_BUDGET] = BodyBudget(config.server.max_inflight_body_bytes, config.server.body_budget_wait_s)
     app[CONFIG] = config
     app[METRICS] = Metrics(config.storage.retention_days)
     app.on_response_prepare.append(add_request_id)
@@ -111,5 +115,5 @@ async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         Signer(config.storage.signing_secret, config.storage.signed_url_ttl_s),
         IdempotencyKeys(ledger.recorder, config.music.upstream_timeout_s),
         ProviderKeys(ledger.recorder, Sealer(config.secrets.master_key), ledger.directory),
-        RateLimiter(app[REDIS], config.redis), app[METRICS])
+        RateLimiter(app[REDIS], config.redis), app[METRICS], Redactor.for_providers(config.providers))
     yield

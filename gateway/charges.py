@@ -39,6 +39,15 @@ def require_credit(services: Services, caller: Caller) -> None:
                        type="insufficient_credits")
 
 
+def require_credit_before_body(services: Services, caller: Caller) -> None:
+    """402 before a paid request's body is read, when no credit is left and the organization has
+    no key of its own for any provider (which provider the request is for is in the body)."""
+    own_keys = services.provider_keys is not None and any(
+        services.directory.provider_key(caller.org_id, provider) for provider in services.providers)
+    if not own_keys:
+        require_credit(services, caller)
+
+
 async def admit(services: Services, caller: Caller, provider_id: str) -> str:
     """The organization's own key for the provider ("": the gateway's, and the request is paid
     from credits). 402 only when no credit is left and no key of the org's applies (spec 7)."""

@@ -31,6 +31,17 @@ class ServerConfig(Section):
     workers: Annotated[int, msgspec.Meta(ge=1)] = 1
     # How long SIGTERM waits for in-flight requests and streams (music may wait 240 s upstream).
     shutdown_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 300.0
+    # Request bodies held in memory at once by one process (JSON bodies are read whole; a music
+    # request may weigh ~112 MB). Past it a request waits up to body_budget_wait_s for room, then
+    # is answered 503 with Retry-After; a body larger than the whole budget is 413.
+    max_inflight_body_bytes: Annotated[int, msgspec.Meta(ge=1)] = 256 * 1024 * 1024
+    body_budget_wait_s: Annotated[float, msgspec.Meta(ge=0)] = 5.0
+    # Slow or idle clients: a request's headers must arrive within header_timeout_s of its first
+    # byte; a body may pause at most body_timeout_s (then 408); an idle connection is closed
+    # after keepalive_timeout_s (also one that never sends a request).
+    header_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 20.0
+    body_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    keepalive_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 75.0
 
 
 class LedgerConfig(Section):

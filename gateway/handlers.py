@@ -11,7 +11,8 @@ from gateway import (
     music_history, music_request, openapi, org_keys, realtime, request_logs, transcription, upload, usage,
 )
 from gateway.errors import ApiError, bad_request
-from gateway.jsonio import encode, loads
+from gateway.intake import BODY_HOLD
+from gateway.jsonio import decode_body, encode
 from gateway.state import CALLER, LOG_FIELDS, METRICS, SERVICES
 from storage.objects import StorageError
 from storage.serving import serve_object
@@ -20,6 +21,7 @@ T = TypeVar("T")
 MAX_BODY_BYTES = music_request.MAX_BODY_BYTES  # the largest any route accepts
 CHAT_BODY_BYTES = 32 * 1024 * 1024
 KEY_BODY_BYTES = 4096
+BODY_CHUNK_BYTES = 256 * 1024
 NO_STORE = {"Cache-Control": "no-store"}  # account data: never kept by a browser or a proxy
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 IDEMPOTENCY_KEY = "Idempotency-Key"
@@ -29,16 +31,26 @@ def json_response(body: object, status: int = 200, headers: dict | None = None) 
     return web.Response(status=status, body=encode(body), content_type="application/json", headers=headers)
 
 
-async def read_body(request: web.Request, limit: int) -> bytes:
-    """The body, refused with 413 as soon as it is known to exceed `limit` (never buffered past it)."""
-    if request.content_length is not None and request.content_length > limit:
+async def read_body(request: web.Request, limit: int) -> bytearray:
+    """The body, refused with 413 as soon as it is known to exceed `limit` (never buffered past it).
+    Its bytes are drawn from the process's body budget before they are read (503 while it is
+    spent, see gateway.intake): a declared length at once, a chunked body as it arrives. Not
+    copied into `bytes`: the largest bodies weigh ~112 MB."""
+    declared = request.content_length
+    if declared is not None and declared > limit:
         raise _too_large(limit)
+    hold, held = request[BODY_HOLD], declared or 0
+    await hold.take(held)
     body = bytearray()
-    async for chunk in request.content.iter_chunked(256 * 1024):
-        body += chunk
-        if len(body) > limit:
+    async for chunk in request.content.iter_chunked(BODY_CHUNK_BYTES):
+        size = len(body) + len(chunk)
+        if size > limit:
             raise _too_large(limit)
-    return bytes(body)
+        if size > held:
+            await hold.take(size - held)
+            held = size
+        body += chunk
+    return body
 
 
 def _too_large(limit: int) -> ApiError:
@@ -49,7 +61,7 @@ def _too_large(limit: int) -> ApiError:
 async def parse_body(request: web.Request, schema: type[T], limit: int) -> tuple[dict, T]:
     """The JSON body as a dict (passed upstream) and as the validated `schema`."""
     try:
-        raw = loads(await read_body(request, limit))
+        raw = decode_body(await read_body(request, limit))
     except ValueError:
         raise bad_request("the request body is not valid JSON") from None
     if not isinstance(raw, dict):

@@ -10,6 +10,7 @@ from aiohttp import web
 
 from gateway.app import create_app
 from gateway.config import Config
+from gateway.connections import GuardedAppRunner, Timeouts
 
 log = structlog.get_logger("gateway.server")
 
@@ -21,8 +22,11 @@ async def serve(config: Config, banner: str = "", *, reuse_port: bool = False,
     stop = _stop_on_signals()  # first: a stop during start-up is kept, not lost
     watch = asyncio.create_task(_orphaned(stop)) if stop_if_orphaned else None
     # Cancelling a handler when its client leaves is what stops the upstream generation.
-    runner = web.AppRunner(create_app(config), handler_cancellation=True, access_log=None,
-                           shutdown_timeout=config.server.shutdown_timeout_s)
+    settings = config.server
+    runner = GuardedAppRunner(create_app(config), handler_cancellation=True, access_log=None,
+                              shutdown_timeout=settings.shutdown_timeout_s,
+                              keepalive_timeout=settings.keepalive_timeout_s,
+                              timeouts=Timeouts(settings.header_timeout_s, settings.body_timeout_s))
     try:
         await runner.setup()  # inside: a failed start-up still closes what it opened
         site = web.TCPSite(runner, config.server.host, config.server.port, backlog=2048,

@@ -1,0 +1,126 @@
+"""Slow and idle clients are let go: header, body and keep-alive timeouts on every connection.
+
+aiohttp closes a connection that idles between requests (`keepalive_timeout`), but puts no limit
+on how long a request's headers or body may take to arrive: a client sending one byte a second
+would hold its connection, and what the gateway keeps for it, for ever. The request handler here
+adds both limits:
+
+- headers: from the first byte of a request until its headers are complete, `header_s`; past it
+  the connection is closed (there is no request yet to answer).
+- body: while a request's body is arriving, a pause longer than `body_s` with the gateway ready
+  to take more fails the body's reads with 408, which the request answers as JSON; the
+  connection is closed after that answer. A pause the gateway caused (reading paused because the
+  handler has not caught up, or is waiting for room in the body budget) is not the client's.
+
+aiohttp offers no hook for its request handler, so `GuardedAppRunner` builds the server itself.
+"""
+
+import asyncio
+
+import msgspec
+import structlog
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+
+from gateway.errors import ApiError
+
+log = structlog.get_logger("gateway.connections")
+
+
+class Timeouts(msgspec.Struct, frozen=True):
+    header_s: float
+    body_s: float
+
+
+def body_too_slow(timeout_s: float) -> ApiError:
+    return ApiError(408, f"the request body paused for more than {timeout_s:g} s; send it again, faster",
+                    type="request_timeout", headers={"Connection": "close"})
+
+
+class GuardedRequestHandler(RequestHandler):
+    """aiohttp's HTTP/1 connection with the header and body timeouts of `Timeouts`."""
+
+    __slots__ = ("_timeouts", "_head_timer", "_body_timer", "_last_data")
+
+    def __init__(self, manager: web.Server, *, timeouts: Timeouts, **kwargs) -> None:
+        super().__init__(manager, **kwargs)
+        self._timeouts = timeouts
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
+        self._last_data = 0.0
+
+    def data_received(self, data: bytes) -> None:
+        self._last_data = self._loop.time()
+        was_awaiting = self._awaiting_request()
+        super().data_received(data)
+        if self._awaiting_request():
+            if self._head_timer is None and data:  # a request's head has begun, not ended
+                self._head_timer = self._loop.call_later(self._timeouts.header_s, self._head_overdue)
+        elif was_awaiting:  # a head is complete: its body (if any) is watched from now
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+            self._watch_body(self._timeouts.body_s)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        for timer in (self._head_timer, self._body_timer):
+            if timer is not None:
+                timer.cancel()
+        super().connection_lost(exc)
+
+    def _awaiting_request(self) -> bool:
+        """Between requests: nothing is being handled and the next head is not complete."""
+        return not self._request_in_progress and not self._messages
+
+    def _head_overdue(self) -> None:
+        self._head_timer = None
+        if self._awaiting_request() and self.transport is not None:
+            log.info("connection_closed", reason="request headers too slow", timeout_s=self._timeouts.header_s)
+            self.force_close()
+
+    def _watch_body(self, after_s: float) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+        self._body_timer = self._loop.call_later(after_s, self._body_check)
+
+    def _body_check(self) -> None:
+        """Fail the body of the request being handled if it paused too long; otherwise look again."""
+        self._body_timer = None
+        request = self._current_request
+        if request is None:
+            if not self._awaiting_request():  # queued behind another request: not started yet
+                self._watch_body(self._timeouts.body_s)
+            return
+        if request.content.is_eof():
+            return
+        paused_s = self._loop.time() - self._last_data
+        if self._reading_paused or paused_s < self._timeouts.body_s:  # the pause is ours, or short
+            self._watch_body(self._timeouts.body_s - (0 if self._reading_paused else paused_s))
+            return
+        log.info("request_body_timed_out", timeout_s=self._timeouts.body_s)
+        self._lingering_time = 0.0  # no waiting for the rest of a body that is not coming
+        request.content.set_exception(body_too_slow(self._timeouts.body_s))
+
+
+class GuardedServer(web.Server):
+    def __init__(self, *args, timeouts: Timeouts, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._timeouts = timeouts
+
+    def __call__(self) -> GuardedRequestHandler:
+        return GuardedRequestHandler(self, loop=self._loop, timeouts=self._timeouts, **self._kwargs)
+
+
+class GuardedAppRunner(web.AppRunner):
+    """An AppRunner whose connections have the header and body timeouts."""
+
+    def __init__(self, app: web.Application, *, timeouts: Timeouts, **kwargs) -> None:
+        super().__init__(app, **kwargs)
+        self._timeouts = timeouts
+
+    async def _make_server(self) -> web.Server:
+        plain = await super()._make_server()  # starts the application, as aiohttp does
+        return GuardedServer(plain.request_handler, request_factory=plain.request_factory,
+                             handler_cancellation=plain.handler_cancellation,
+                             loop=asyncio.get_running_loop(), timeouts=self._timeouts,
+                             **{k: v for k, v in self._kwargs.items() if k != "handler_cancellation"})
