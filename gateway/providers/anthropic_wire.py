@@ -13,7 +13,6 @@ import msgspec
 from gateway.billing import Usage, checked_usage, token_count, usage_report
 from gateway.errors import UpstreamError, bad_request
 from gateway.jsonio import encode, loads
-from gateway.logs import mask_secrets
 from gateway.providers.shapes import AnthropicEvent, AnthropicMessage, conforming
 
 API_VERSION = "2023-06-01"
@@ -251,7 +250,7 @@ def stream_error(event: dict) -> UpstreamError:
     """The failure an `error` event reports in the middle of a stream."""
     error = event.get("error") or {}
     kind = str(error.get("type") or "error")
-    message = mask_secrets(str(error.get("message") or "no message"))  # by value, and cut short: http.scrubbed
+    message = str(error.get("message") or "no message")  # redacted (by value first) and cut short by http.scrubbed
     return UpstreamError(ERROR_STATUS.get(kind, 502), f"anthropic stream failed: {kind}: {message}")
 
 

@@ -14,7 +14,6 @@ from types import MappingProxyType
 from gateway.billing import Usage, checked_usage, token_count, usage_report
 from gateway.errors import UpstreamError, bad_request
 from gateway.jsonio import encode, loads
-from gateway.logs import mask_secrets
 from gateway.providers.shapes import GeminiAnswer, conforming
 
 PROVIDER = "google"
@@ -333,7 +332,7 @@ def stream_error(error: object) -> UpstreamError:
     """The failure an `error` object reports in the middle of a stream."""
     error = error if isinstance(error, dict) else {}
     code = error.get("code") if isinstance(error.get("code"), int) else 502
-    message = mask_secrets(str(error.get("message") or "no message"))  # by value, and cut short: http.scrubbed
+    message = str(error.get("message") or "no message")  # redacted (by value first) and cut short by http.scrubbed
     return UpstreamError(code if 400 <= code < 600 else 502,
                          f"google stream failed: {error.get('status') or code}: {message}")
 
