@@ -13,7 +13,8 @@ from gateway.config import Config
 from gateway.directory import Directory
 from gateway.handlers import MAX_BODY_BYTES, setup_routes
 from gateway.idempotency import IdempotencyKeys
-from gateway.intake import BODY_BUDGET, BodyBudget, intake
+from gateway.body_budget import BODY_BUDGET, BodyBudget
+from gateway.intake import intake
 from gateway.limits import RateLimiter
 from gateway.middleware import add_request_id, authenticate, observe
 from gateway.provider_keys import ProviderKeys

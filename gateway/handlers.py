@@ -11,7 +11,7 @@ from gateway import (
     music_history, music_request, openapi, org_keys, realtime, request_logs, transcription, upload, usage,
 )
 from gateway.errors import ApiError, bad_request
-from gateway.intake import BODY_HOLD
+from gateway.body_budget import BODY_HOLD
 from gateway.jsonio import decode_body, encode
 from gateway.state import CALLER, LOG_FIELDS, METRICS, SERVICES
 from storage.objects import StorageError

@@ -1,81 +1,20 @@
-"""Taking in request bodies: who may send one, and how many bytes this process holds at once.
+"""Taking in request bodies: who may send one, and when its bytes go back to the budget.
 
 A paid route refuses an organization that cannot pay (402) before its body is read, so a large
 upload costs nothing but its headers. Every body read into memory draws on one per-process budget
-(`[server] max_inflight_body_bytes`): a body that does not fit waits briefly for others to finish
-(`body_budget_wait_s`), then is answered 503 with Retry-After; one that could never fit, 413. The
-bytes go back to the budget when the request ends, which is when its body is let go.
+(`[server] max_inflight_body_bytes`, see gateway.body_budget); a request's share goes back when
+the request ends, which is when its body is let go.
 """
-
-import asyncio
 
 from aiohttp import web
 
+from gateway.body_budget import BODY_BUDGET, BODY_HOLD, BodyHold
 from gateway.charges import require_credit_before_body
-from gateway.errors import ApiError
 from gateway.state import CALLER, SERVICES
 
 # The routes that bill the organization, so may refuse one without credit before the body.
 PAID_ROUTES = frozenset({"/v1/chat/completions", "/v1/messages", "/v1/embeddings", "/v1/audio/speech",
                          "/v1/audio/transcriptions", "/v1/music"})
-RETRY_AFTER_S = 1
-
-
-def server_busy() -> ApiError:
-    return ApiError(503, "the gateway is holding as many request bodies as it may; retry shortly",
-                    type="service_unavailable", code="server_busy", headers={"Retry-After": str(RETRY_AFTER_S)})
-
-
-def larger_than_budget(limit: int) -> ApiError:
-    return ApiError(413, f"the request body is larger than this gateway holds at once ({limit} bytes)",
-                    type="request_too_large")
-
-
-class BodyBudget:
-    """The request-body bytes one process holds at once, shared by every request."""
-
-    def __init__(self, max_bytes: int, wait_s: float) -> None:
-        self.max_bytes, self.wait_s = max_bytes, wait_s
-        self.used = 0
-        self._freed = asyncio.Event()
-
-    async def take(self, size: int) -> None:
-        """Hold `size` more bytes: at once if they fit, after others are given back if that
-        happens within `wait_s`, else 503."""
-        try:
-            async with asyncio.timeout(self.wait_s):
-                while self.used + size > self.max_bytes:
-                    self._freed.clear()
-                    await self._freed.wait()
-        except TimeoutError:
-            raise server_busy() from None
-        self.used += size
-
-    def give_back(self, size: int) -> None:
-        self.used -= size
-        self._freed.set()  # every waiter looks again
-
-
-class BodyHold:
-    """What one request holds of the budget; all of it is given back when the request ends."""
-
-    def __init__(self, budget: BodyBudget) -> None:
-        self._budget, self.size = budget, 0
-
-    async def take(self, size: int) -> None:
-        """Hold `size` more bytes for this request; 413 if its body could never fit the budget."""
-        if self.size + size > self._budget.max_bytes:
-            raise larger_than_budget(self._budget.max_bytes)
-        await self._budget.take(size)
-        self.size += size
-
-    def release(self) -> None:
-        self._budget.give_back(self.size)
-        self.size = 0
-
-
-BODY_BUDGET = web.AppKey("body_budget", BodyBudget)
-BODY_HOLD = web.RequestKey("body_hold", BodyHold)
 
 
 @web.middleware

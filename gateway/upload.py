@@ -16,6 +16,7 @@ import aiohttp
 from aiohttp import BodyPartReader, MultipartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from gateway.body_budget import BODY_HOLD, BodyHold
 from gateway.edge import printable
 from gateway.errors import ApiError, bad_request
 from gateway.providers.base import FilePart, FormField
@@ -63,7 +64,7 @@ async def open_form(request: web.Request) -> "Form":
     if request.content_type != "multipart/form-data":
         raise bad_request("send multipart/form-data with the parts `file` and `model`", FILE_FIELD)
     try:
-        return Form(await request.multipart())
+        return Form(await request.multipart(), request[BODY_HOLD])
     except (ValueError, KeyError, AssertionError) as exc:  # no or a malformed boundary
         raise broken_upload(exc) from None
 
@@ -93,8 +94,9 @@ class Form:
     """The form as it arrives; `fields` grows as parts are read, `failure` names what went
     wrong on the client's side while the form was being streamed upstream."""
 
-    def __init__(self, reader: MultipartReader, limit: int = MAX_FILE_BYTES) -> None:
+    def __init__(self, reader: MultipartReader, hold: BodyHold, limit: int = MAX_FILE_BYTES) -> None:
         self.fields: list[tuple[str, str]] = []
+        self._hold = hold  # the fields and the spool's memory are held in memory: budgeted
         self.failure: ApiError | None = None
         self.file_bytes = 0
         self._reader, self._limit = reader, limit
@@ -149,7 +151,9 @@ class Form:
                 self._content_type = part_text(part.headers.get("Content-Type", "application/octet-stream"),
                                                "Content-Type", ascii_only=True)
                 return part
-            self.fields.append((name, await read_field(part)))
+            value = await read_field(part)
+            await self._hold.take(len(value))
+            self.fields.append((name, value))
         return None
 
     async def _trailing_fields(self) -> None:
@@ -176,6 +180,7 @@ class Form:
             yield chunk
 
     async def _spool_file(self) -> None:
+        await self._hold.take(SPOOL_MEMORY_BYTES)  # the most of the file kept in memory
         self._spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES)
         async for chunk in self._counted(self._file):
             self._spool.write(chunk)

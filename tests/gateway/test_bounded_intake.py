@@ -128,6 +128,21 @@ async def test_a_chunked_body_draws_on_the_budget_as_it_arrives(budgeted):
     assert response.status == 413  # 1.2 MB can never fit a 1 MB budget
 
 
+async def test_the_fields_of_a_multipart_upload_draw_on_the_budget(budgeted):
+    gateway, org = budgeted
+    boundary = "b0undary"
+    fields = b"".join(f'--{boundary}\r\nContent-Disposition: form-data; name="f{n}"\r\n\r\n'.encode()
+                      + b"v" * 60_000 + b"\r\n" for n in range(20))
+
+    async def chunked():  # no Content-Length: only the budget bounds what is held
+        yield fields
+        yield f"--{boundary}--\r\n".encode()
+    response = await gateway.client.post(
+        "/v1/audio/transcriptions", data=chunked(),
+        headers={**auth(org["api_key"]), "Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert response.status == 413 and "holds at once" in (await response.json())["error"]["message"]
+
+
 # -- slow and idle clients (a `gateway serve` process, short timeouts) ----------------------------
 
 @pytest.fixture
