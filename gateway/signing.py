@@ -10,6 +10,8 @@ import secrets
 import time
 from urllib.parse import quote
 
+from gateway.edge import MAX_WHOLE, is_whole, printable
+
 MEDIA_PREFIX = "/media/"
 
 
@@ -35,6 +37,7 @@ class Signer:
 
     def check(self, object_key: str, expires: str, signature: str, now: float | None = None) -> bool:
         """True only for an untampered signature that has not expired."""
-        if not expires.isdigit() or int(expires) < (now or time.time()):
+        # ASCII digits within bounds ("²" is a digit to str.isdigit); compare_digest refuses non-ASCII.
+        if not (is_whole(expires, 0, MAX_WHOLE) and printable(signature)) or int(expires) < (now or time.time()):
             return False
         return hmac.compare_digest(self._signature(object_key, int(expires)), signature)

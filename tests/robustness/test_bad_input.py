@@ -182,3 +182,10 @@ async def test_a_key_name_with_a_nul_is_a_400_on_postgresql_too(make_pg_gateway,
     org = await gateway.new_org("10")
     response = await gateway.client.post("/v1/keys", json={"name": "a\u0000b"}, headers=auth(org["api_key"]))
     assert response.status == 400 and (await response.json())["error"]["param"] == "name"
+
+
+@pytest.mark.parametrize("query", ["expires=%C2%B2&signature=abc", "expires=" + "9" * 5000 + "&signature=abc",
+                                   "expires=99999999999&signature=%C3%A9t%C3%A9"])
+async def test_a_signed_link_with_odd_expiry_or_signature_is_a_403(gateway, query):
+    response = await gateway.client.get(f"/media/org_x/track.mp3?{query}")
+    assert response.status == 403 and response.content_type == "application/json", await response.text()
