@@ -194,7 +194,12 @@ class PostgresRecorder(Recorder):
         """A pooled connection, waited for no longer than the timeout; outages as LedgerUnavailable."""
         with unavailable_on(is_outage):
             async with self._pool.acquire(timeout=self._timeout_s) as db:
-                yield db
+                try:
+                    yield db
+                except Exception as exc:
+                    if is_outage(exc):
+                        db.terminate()  # broken or silent: close it now rather than wait to reset it
+                    raise
 
     def _numbered(self, sql: str) -> str:
         if sql not in self._sql:

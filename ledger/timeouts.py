@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Iterator
 
 from ledger.recorder import LedgerUnavailable
 
-STATEMENT_TIMEOUT_S = 5.0  # one statement, a pooled connection, or SQLite's write lock
+STATEMENT_TIMEOUT_S = 3.0  # one statement, a pooled connection, or SQLite's write lock
 CONNECT_TIMEOUT_S = 2.0  # establishing a new connection to a database server
 
 
