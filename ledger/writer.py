@@ -10,13 +10,13 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from ledger.recorder import Append, Recorded, Recorder
+from ledger.recorder import Append, LedgerUnavailable, Recorded, Recorder
 
 log = logging.getLogger("ledger.writer")
 
 
-class WriterClosed(RuntimeError):
-    """The writer is shutting down and takes no new appends."""
+class WriterClosed(LedgerUnavailable):
+    """The writer is shutting down and takes no new appends (to a client: unavailable, retry)."""
 
 
 class GroupCommitWriter:

@@ -152,8 +152,8 @@ async def test_follower_fed_by_a_writer_and_another_process_applies_everything_o
     try:
         async def foreign(n):
             return await append_ok(other_sqlite_recorder, unit("beta", credits(n)))
-        await asyncio.gather(*(writer.append(unit("acme", credits(n))) for n in range(50)),
-                             *(foreign(n) for n in range(50)))
+        await asyncio.gather(*(writer.append(unit("acme", credits(n))) for n in range(1, 51)),
+                             *(foreign(n) for n in range(1, 51)))
         await eventually(lambda: follower.position == 102)
     finally:
         await writer.close()

@@ -179,3 +179,11 @@ async def test_sqlite_statement_errors_are_not_outages(tmp_path):
             await recorder.fetch("SELECT * FROM no_such_table")
     finally:
         await recorder.close()
+
+
+async def test_a_writer_shutting_down_is_an_unavailable_ledger_to_its_callers(sqlite_recorder):
+    writer = GroupCommitWriter(sqlite_recorder)
+    writer.start()
+    await writer.close()
+    with pytest.raises(LedgerUnavailable):  # a client hears 503 with Retry-After, not a 500
+        await writer.append(unit("acme", org()))

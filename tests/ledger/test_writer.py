@@ -91,7 +91,7 @@ async def test_max_batch_caps_the_units_per_commit(gated):
     writer.start()
     try:
         first = await hold(gated, writer, unit("acme", credits(1)))
-        queued = [asyncio.create_task(writer.append(unit("beta", credits(n)))) for n in range(5)]
+        queued = [asyncio.create_task(writer.append(unit("beta", credits(n)))) for n in range(1, 6)]
         await asyncio.sleep(0)
         gated.gate.set()
         await asyncio.gather(first, *queued)
@@ -157,7 +157,7 @@ async def test_backlog_is_empty_when_idle(writer):
 async def test_backlog_reports_pending_count_and_age_while_a_commit_is_slow(gated, writer):
     first = await hold(gated, writer, unit("acme", credits(1)))
     await asyncio.sleep(0.05)
-    queued = [asyncio.create_task(writer.append(unit("beta", credits(n)))) for n in range(2)]
+    queued = [asyncio.create_task(writer.append(unit("beta", credits(n)))) for n in range(1, 3)]
     await asyncio.sleep(0)
     count, age = writer.backlog()
     assert count == 3
