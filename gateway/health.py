@@ -3,7 +3,7 @@
 import asyncio
 
 from gateway import __version__
-from gateway.redis_client import FAILURES as REDIS_FAILURES
+from gateway.redis_client import FAILURES as REDIS_FAILURES, drop_idle_connections
 from gateway.services import Services
 from ledger.recorder import LedgerUnavailable
 
@@ -38,7 +38,10 @@ async def _ping_database(services: Services) -> None:
 async def _check_redis(services: Services) -> dict:
     if services.redis is None:
         return {"connected": False, "error": "not configured"}  # not configured is not a failure
-    return await _check(services.redis.ping())
+    checked = await _check(services.redis.ping())
+    if checked.get("failed"):  # the next probe starts afresh rather than on a broken connection
+        await drop_idle_connections(services.redis, CHECK_TIMEOUT_S)
+    return checked
 
 
 async def _check(probe) -> dict:

@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 
 from gateway.config import RedisConfig
 from gateway.errors import ApiError
-from gateway.redis_client import FAILURES, Breaker, call_budget_s
+from gateway.redis_client import FAILURES, Breaker, call_budget_s, drop_idle_connections
 
 WINDOW_S = 60
 log = structlog.get_logger("gateway.limits")
@@ -76,6 +76,7 @@ class RateLimiter:
         except FAILURES as exc:
             self._breaker.failed()
             log.warning("rate_limit_unavailable", error=f"{type(exc).__name__}: {exc}"[:200])  # fail open
+            await drop_idle_connections(self._redis, self._budget_s)
             return 0, 0
         self._breaker.succeeded()
         return counted

@@ -4,6 +4,8 @@ per request. Everything the gateway keeps in Redis may be lost or skipped (rate 
 open); billing never depends on it.
 """
 
+import asyncio
+import contextlib
 import time
 
 from redis.asyncio import Redis
@@ -24,6 +26,14 @@ def connect(config: RedisConfig) -> Redis | None:
         return None
     return Redis.from_url(config.url, socket_connect_timeout=config.connect_timeout_s,
                           socket_timeout=config.timeout_s, retry=Retry(NoBackoff(), 0))
+
+
+async def drop_idle_connections(redis: Redis, budget_s: float) -> None:
+    """Close the pool's idle connections after a failure: redis-py puts a connection that failed
+    with RuntimeError back as it is, and the call after the cool-down should start afresh."""
+    with contextlib.suppress(*FAILURES):  # Redis is already failing; closing is best effort
+        async with asyncio.timeout(budget_s):
+            await redis.connection_pool.disconnect(inuse_connections=False)
 
 
 def call_budget_s(config: RedisConfig) -> float:

@@ -118,8 +118,9 @@ async def test_redis_failing_any_way_mid_load_fails_open_fast_and_charges_once(t
             traffic = asyncio.create_task(load(client, busy["api_key"], stop))
             await asyncio.sleep(0.5)
             probes = {how: await outage(redis_proxy, how, session, url) for how in ("reset", "refused", "blackholed")}
-            await asyncio.sleep(COOLDOWN_S + 0.3)  # the breaker lets Redis back in by itself
+            await asyncio.sleep(2 * COOLDOWN_S + 0.3)  # the breaker lets Redis back in by itself
             statuses = [(await chat(client, limited["api_key"], 2 * n + 1)).status for n in range(5)]
+            healthy_again = (await health(session, url))[0]
             stop.set()
             answers = await traffic
         assert await served.stop() == 0
@@ -138,6 +139,7 @@ async def test_redis_failing_any_way_mid_load_fails_open_fast_and_charges_once(t
         assert status == 503 and seconds < HEALTH_BOUND_S, (how, body, seconds)
         assert body["health"]["redis"]["connected"] is False and body["health"]["database"]["connected"]
     assert statuses.count(429) >= 1, statuses  # Redis counts again: the limited key is held to 2
+    assert healthy_again == 200
     assert "Traceback" not in served.stderr
     verified = await run_cli_async("ledger", "verify", "--config", config)
     assert verified.returncode == 0, verified.stdout + verified.stderr
