@@ -63,7 +63,3 @@ class Breaker:
 
     def succeeded(self) -> None:
         self._open_until = 0.0
-
-    @property
-    def is_open(self) -> bool:
-        return bool(self._open_until)
