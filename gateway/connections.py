@@ -19,7 +19,7 @@ import asyncio
 
 import msgspec
 import structlog
-from aiohttp import web
+from aiohttp import StreamReader, web
 from aiohttp.web_protocol import RequestHandler
 
 from gateway.errors import ApiError
@@ -40,7 +40,7 @@ def body_too_slow(timeout_s: float) -> ApiError:
 class GuardedRequestHandler(RequestHandler):
     """aiohttp's HTTP/1 connection with the header and body timeouts of `Timeouts`."""
 
-    __slots__ = ("_timeouts", "_head_timer", "_body_timer", "_last_data")
+    __slots__ = ("_timeouts", "_head_timer", "_body_timer", "_last_data", "_last_body")
 
     def __init__(self, manager: web.Server, *, timeouts: Timeouts, **kwargs) -> None:
         super().__init__(manager, **kwargs)
@@ -48,19 +48,39 @@ class GuardedRequestHandler(RequestHandler):
         self._head_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
         self._last_data = 0.0
+        self._last_body: StreamReader | None = None  # of the newest request whose head was read
 
     def data_received(self, data: bytes) -> None:
         self._last_data = self._loop.time()
         was_awaiting = self._awaiting_request()
+        # Between a head being taken for handling and its handler starting, the connection looks
+        # idle; bytes arriving then belong to that request's body, and begin no new head.
+        continues_body = self._last_body is not None and not self._last_body.is_eof()
         super().data_received(data)
+        if self._messages:
+            self._last_body = self._messages[-1][1]
         if self._awaiting_request():
-            if self._head_timer is None and data:  # a request's head has begun, not ended
+            if self._head_timer is None and data and not continues_body:  # a head has begun, not ended
                 self._head_timer = self._loop.call_later(self._timeouts.header_s, self._head_overdue)
         elif was_awaiting:  # a head is complete: its body (if any) is watched from now
             if self._head_timer is not None:
                 self._head_timer.cancel()
                 self._head_timer = None
             self._watch_body(self._timeouts.body_s)
+
+    def handle_error(self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        """aiohttp's own refusals, before any handler (a request line or header it cannot parse),
+        in the one JSON error body. The parser's message is neither echoed nor logged: it may
+        quote a header's value, and a header may hold a key."""
+        if request.writer.output_size > 0:  # as aiohttp: a response has begun, the connection is broken
+            raise ConnectionError("a response was already sent; the error cannot be")
+        log.info("request_unreadable", status=status, error=type(exc).__name__ if exc else "")
+        error = ApiError(status, f"the request could not be read as HTTP ({status})",
+                         type="invalid_request_error" if status < 500 else "server_error")
+        response = error.response()
+        response.force_close()
+        return response
 
     def connection_lost(self, exc: BaseException | None) -> None:
         for timer in (self._head_timer, self._body_timer):

@@ -244,3 +244,16 @@ async def post_raw(url: str, key: str, body: bytes) -> int:
     status, _, _ = await read_response(reader, timeout=120)
     writer.close()
     return status
+
+
+async def test_a_request_aiohttp_cannot_parse_gets_the_json_error_body_and_no_key_is_logged(served):
+    url, org, process = served
+    reader, writer = await connect(url)
+    writer.write(f"GET /v1/models HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {org['api_key']}\x01\r\n"
+                 "Bad Header Line\r\n\r\n".encode())
+    status, headers, body = await read_response(reader)
+    assert status == 400 and headers["content-type"].startswith("application/json")
+    assert body["error"]["type"] == "invalid_request_error" and body["error"]["message"]
+    assert await closed_after(reader, 2) < 1
+    writer.close()
+    assert "request_unreadable" in process.stderr and org["api_key"] not in process.stderr
