@@ -65,7 +65,8 @@ async def generate(services: Services, caller: Caller, request: MusicRequest, mo
     settle; never retried."""
     cost = flat_cost(services, model)
     api_key = await services.provider_keys.key_for(caller.org_id, model.provider_id) if services.provider_keys else ""
-    hold = await _reserve(services, caller, None if api_key else cost.inr_nano, claim)  # BYOK: no hold
+    # Nothing to hold when the org pays the provider itself (BYOK) or the model is free.
+    hold = await _reserve(services, caller, cost.inr_nano if cost.inr_nano and not api_key else None, claim)
     try:
         reply = await _call_upstream(services, caller, request, model, images, api_key)
         storage = storage_label(services, caller)
@@ -115,7 +116,7 @@ async def _succeeded(services: Services, caller: Caller, request: MusicRequest, 
         text_content_id=text.content_id if text else "", idempotency_key=claim.key if claim else "",
         request_hash=claim.request_hash if claim else "")
     outcome = Outcome(route=ROUTE, model=generated.model.model_id, provider=generated.model.provider_id,
-                      status=200, cost=generated.cost, charged=hold is not None)  # no hold: BYOK
+                      status=200, cost=generated.cost, charged=hold is not None)  # no hold: BYOK or free
     await holds.settle(services, caller, hold, outcome, [track], [prompt, text])
 
 

@@ -9,6 +9,7 @@ from gateway import messages_wire
 from gateway.billing import Usage, token_cost, usage_body
 from gateway.errors import ApiError, UpstreamError
 from gateway.providers import anthropic_wire as wire
+from gateway.redaction import forms_of, redact
 
 PNG = "iVBORw0KGgo="
 WEATHER_TOOL = {"type": "function", "function": {
@@ -273,10 +274,13 @@ def test_an_error_event_raises_the_upstream_failure(kind, status):
     assert caught.value.status == status and kind in caught.value.message
 
 
-def test_an_error_message_never_carries_a_key():
-    error = wire.stream_error({"type": "error", "error": {"type": "api_error",
-                                                          "message": "bad key sk-ant-api03-abcdefghijklmnop1234"}})
-    assert "abcdefghijklmnop1234" not in error.message
+def test_an_error_event_keeps_the_providers_words_for_redaction_by_value():
+    """The wire keeps the message whole; the adapter removes the key the request sent
+    (http.scrubbed, end to end in test_key_redaction), which a shape mask first would break up."""
+    key = "sk-ant-api03-abcdefghijklmnop1234"
+    error = wire.stream_error({"type": "error", "error": {"type": "api_error", "message": f"bad key {key}"}})
+    assert error.message == f"anthropic stream failed: api_error: bad key {key}"
+    assert "abcdefghijklmnop1234" not in redact(error.message, forms_of([key]))
 
 
 def test_delta_tokens_count_content_deltas_that_carry_something():

@@ -2,11 +2,13 @@
 
 import asyncio
 import base64
+import json
 from decimal import Decimal
 
 import msgspec
 import pytest
 
+from gateway.catalogue import SHIPPED_PATH
 from ledger import audit
 from ledger.events import CreditsHeld, HoldReleased, MusicTrackRecorded, RequestCompleted
 from simulator.mp3 import mp3_duration_s
@@ -384,3 +386,26 @@ async def test_ledger_verifies_after_music_traffic(hosted, hosted_org):
     await post_music(hosted, hosted_org["api_key"], clip(), **{"Idempotency-Key": "v"})
     checked, problems = await audit.verify(hosted.ledger.recorder)
     assert problems == [] and checked > 5
+
+
+async def test_a_free_music_model_generates_with_no_hold_and_no_charge(make_gateway, config, tmp_path):
+    """An operator's catalogue may price a music model at 0: nothing to hold (the ledger refuses
+    a hold of nothing), nothing charged."""
+    shipped = json.loads(SHIPPED_PATH.read_text())
+    free = []
+    for record in shipped["data"]:
+        if record["id"] == "tune-3-clip-preview":
+            record["pricing"]["audio_music_per_generation"] = "0"
+            for provider in record["providers"]:
+                provider["pricing"]["audio_music_per_generation"] = "0"
+            free.append(record)
+    path = tmp_path / "catalogue.json"
+    path.write_text(json.dumps({"data": free}))
+    gateway = await make_gateway(msgspec.structs.replace(
+        config, catalogue=msgspec.structs.replace(config.catalogue, path=str(path))))
+    org = await gateway.new_org("1")
+    response = await post_music(gateway, org["api_key"], clip())
+    assert response.status == 200, await response.text()
+    assert decimal_json(await response.read())["usage"]["cost_inr"] == 0
+    assert await gateway.balance(org["org_id"]) == Decimal("1")
+    assert not [r for r in await gateway.events() if isinstance(r.event, CreditsHeld)]
