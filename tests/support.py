@@ -1,9 +1,12 @@
 """Helpers shared by test modules (import as `from support import ...`; tests/ is on sys.path)."""
 
 import asyncio
+import contextlib
 import json
 import os
 import time
+import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 import socket
 from decimal import Decimal
@@ -36,6 +39,22 @@ def need_service(host: str, port: int, name: str) -> None:
         if IN_CI:
             pytest.fail(message)
         pytest.skip(message)
+
+
+@contextlib.asynccontextmanager
+async def postgres_schema(prefix: str) -> AsyncIterator[str]:
+    """The name of a fresh schema in the test database, dropped afterwards (skips locally, fails
+    under CI=true, when PostgreSQL is not listening)."""
+    need_service("127.0.0.1", 5432, "PostgreSQL")
+    import asyncpg
+
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    try:
+        yield name
+    finally:
+        db = await asyncpg.connect(POSTGRES_DSN)
+        await db.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+        await db.close()
 
 
 def decimal_json(body: bytes) -> dict:

@@ -4,8 +4,12 @@
     await proxy.refuse()      # stop listening: new connections are refused
     proxy.reset()             # existing connections are reset (RST), as when a server dies
     proxy.blackhole()         # connections stay open, but no byte goes either way
+    await proxy.cut(how)      # "refused" (reset, then refuse) or "blackholed"
     await proxy.restore()     # listen and forward again; blackholed bytes are delivered
     await proxy.close()
+
+`proxied_service(port, name)` is the same as an async context manager that first checks the
+service is there (`support.need_service`).
 
 A blackhole is a network partition: every byte read is held back until `restore`, so a
 connection that outlives it carries on exactly as TCP would after the partition heals.
@@ -15,6 +19,9 @@ import asyncio
 import contextlib
 import socket
 import struct
+from collections.abc import AsyncIterator
+
+from support import need_service
 
 
 class TcpProxy:
@@ -55,6 +62,15 @@ class TcpProxy:
     def blackhole(self) -> None:
         """Accept connections but pass no byte either way until `restore`."""
         self._flowing.clear()
+
+    async def cut(self, how: str) -> None:
+        """"refused": the server is gone (open connections reset, new ones refused); anything
+        else ("blackholed"): the network drops everything (connections stay open, hear nothing)."""
+        if how == "refused":
+            self.reset()
+            await self.refuse()
+        else:
+            self.blackhole()
 
     async def restore(self) -> None:
         """Listen and forward again."""
@@ -100,3 +116,15 @@ class TcpProxy:
         finally:
             self._writers.discard(writer)
             writer.transport.abort()
+
+
+@contextlib.asynccontextmanager
+async def proxied_service(port: int, name: str) -> AsyncIterator[TcpProxy]:
+    """A proxy to the local service `name` listening on `port`, closed afterwards (skips locally,
+    fails under CI=true, when the service is not listening)."""
+    need_service("127.0.0.1", port, name)
+    proxy = await TcpProxy.start("127.0.0.1", port)
+    try:
+        yield proxy
+    finally:
+        await proxy.close()

@@ -10,7 +10,6 @@ completed 200 has exactly one charge in the ledger, and `gateway ledger verify` 
 import asyncio
 import sqlite3
 import time
-import uuid
 
 import msgspec
 import pytest
@@ -18,8 +17,8 @@ import pytest
 from gateway_helpers import closed_port, run_cli_async, write_config
 from ledger.postgres import PostgresRecorder
 from outage_helpers import assert_every_charge_accounted_for, balance_matches_charges, chat, load, outcome
-from support import POSTGRES_DSN, auth, need_service
-from tcp_proxy import TcpProxy
+from support import POSTGRES_DSN, auth, postgres_schema
+from tcp_proxy import proxied_service
 
 TIMEOUT_S = 0.5  # the ledger's statement and connect timeouts in these tests
 BOUND_S = 4.0  # the longest any answer may take while the database is away
@@ -28,21 +27,14 @@ HEALTH_BOUND_S = 2.5  # health gives each check 2 s
 
 @pytest.fixture
 async def pg_proxy():
-    need_service("127.0.0.1", 5432, "PostgreSQL")
-    proxy = await TcpProxy.start("127.0.0.1", 5432)
-    yield proxy
-    await proxy.close()
+    async with proxied_service(5432, "PostgreSQL") as proxy:
+        yield proxy
 
 
 @pytest.fixture
 async def pg_schema():
-    import asyncpg
-
-    name = f"gw_outage_{uuid.uuid4().hex[:12]}"
-    yield name
-    db = await asyncpg.connect(POSTGRES_DSN)
-    await db.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
-    await db.close()
+    async with postgres_schema("gw_outage") as name:
+        yield name
 
 
 @pytest.fixture
@@ -52,14 +44,6 @@ def proxied_config(config, pg_proxy, pg_schema):
         config.ledger, url=f"postgresql://postgres@127.0.0.1:{pg_proxy.port}/test?schema={pg_schema}",
         timeout_s=TIMEOUT_S, connect_timeout_s=TIMEOUT_S)
     return msgspec.structs.replace(config, ledger=ledger)
-
-
-async def cut(proxy: TcpProxy, how: str) -> None:
-    if how == "refused":  # the server is gone: open connections reset, new ones refused
-        proxy.reset()
-        await proxy.refuse()
-    else:  # the network drops everything: connections stay open and hear nothing
-        proxy.blackhole()
 
 
 async def health(gateway) -> tuple[int, dict, float]:
@@ -97,7 +81,7 @@ async def test_postgres_cut_mid_load_answers_cleanly_and_loses_no_charge(
     await asyncio.sleep(0.8)
     for how in ("refused", "blackholed"):
         outages[how] = time.monotonic()
-        await cut(pg_proxy, how)
+        await pg_proxy.cut(how)
         await asyncio.sleep(0.3)
         probes[how] = await health(gateway)
         await asyncio.sleep(1.2)
@@ -138,7 +122,7 @@ async def test_read_routes_answer_503_promptly_while_the_database_is_away(make_g
                                                                           pg_proxy, how):
     gateway = await make_gateway(proxied_config)
     org = await gateway.new_org("10")
-    await cut(pg_proxy, how)
+    await pg_proxy.cut(how)
     for path in READ_ROUTES:
         started = time.monotonic()
         response = await gateway.client.get(path, headers=auth(org["api_key"]))

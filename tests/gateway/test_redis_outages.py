@@ -19,8 +19,8 @@ from gateway import admin
 from gateway_helpers import gateway_process, run_cli_async, write_config
 from ledger.sqlite import SQLiteRecorder
 from outage_helpers import chat, load, outcome
-from support import PROVIDER_KEY, auth, clean_env, need_service
-from tcp_proxy import TcpProxy
+from support import PROVIDER_KEY, clean_env
+from tcp_proxy import TcpProxy, proxied_service
 
 ANSWER_BOUND_S = 1.0  # fail open means fast: no request waits on a broken Redis for long
 HEALTH_BOUND_S = 2.5
@@ -29,10 +29,8 @@ COOLDOWN_S = 0.5
 
 @pytest.fixture
 async def redis_proxy():
-    need_service("127.0.0.1", 6379, "Redis")
-    proxy = await TcpProxy.start("127.0.0.1", 6379)
-    yield proxy
-    await proxy.close()
+    async with proxied_service(6379, "Redis") as proxy:
+        yield proxy
 
 
 async def prepared_ledger(path: Path) -> tuple[dict, dict]:
@@ -81,11 +79,8 @@ async def outage(proxy: TcpProxy, how: str, session, url: str, seconds: float = 
     resetter = None
     if how == "reset":
         resetter = asyncio.create_task(keep_resetting(proxy, resetting))
-    elif how == "refused":
-        proxy.reset()
-        await proxy.refuse()
     else:
-        proxy.blackhole()
+        await proxy.cut(how)
     await asyncio.sleep(seconds / 2)
     probe = await health(session, url)
     await asyncio.sleep(seconds / 2)

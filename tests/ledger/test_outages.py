@@ -9,7 +9,6 @@ unavailable by another connection holding its write lock.
 import asyncio
 import sqlite3
 import time
-import uuid
 
 import pytest
 
@@ -19,8 +18,8 @@ from ledger.recorder import AppendRejected, LedgerUnavailable
 from ledger.sqlite import SQLiteRecorder
 from ledger.writer import GroupCommitWriter
 from ledger_helpers import append_ok, credits, org, request, unit
-from support import POSTGRES_DSN, need_service
-from tcp_proxy import TcpProxy
+from support import POSTGRES_DSN, postgres_schema
+from tcp_proxy import proxied_service
 
 TIMEOUT_S = 0.5  # the recorders' statement timeout in these tests
 BOUND_S = 4 * TIMEOUT_S + 1.0  # query, rollback, release and reconnect, with room for a slow machine
@@ -28,21 +27,14 @@ BOUND_S = 4 * TIMEOUT_S + 1.0  # query, rollback, release and reconnect, with ro
 
 @pytest.fixture
 async def pg_proxy():
-    need_service("127.0.0.1", 5432, "PostgreSQL")
-    proxy = await TcpProxy.start("127.0.0.1", 5432)
-    yield proxy
-    await proxy.close()
+    async with proxied_service(5432, "PostgreSQL") as proxy:
+        yield proxy
 
 
 @pytest.fixture
 async def schema():
-    import asyncpg
-
-    name = f"outage_{uuid.uuid4().hex[:12]}"
-    yield name
-    db = await asyncpg.connect(POSTGRES_DSN)
-    await db.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
-    await db.close()
+    async with postgres_schema("outage") as name:
+        yield name
 
 
 @pytest.fixture
@@ -72,20 +64,10 @@ async def unavailable_within(call, bound_s: float = BOUND_S) -> LedgerUnavailabl
     return caught.value
 
 
-async def cut(proxy: TcpProxy, how: str) -> None:
-    """"refused": the server is gone (connections reset, new ones refused); "blackholed": the
-    network drops every packet (connections open, no answers)."""
-    if how == "refused":
-        proxy.reset()
-        await proxy.refuse()
-    else:
-        proxy.blackhole()
-
-
 @pytest.mark.parametrize("how", ["refused", "blackholed"])
 async def test_every_operation_is_ledger_unavailable_in_bounded_time_then_recovers(proxied, pg_proxy, how):
     await append_ok(proxied, unit("acme", org(), credits(10)))
-    await cut(pg_proxy, how)
+    await pg_proxy.cut(how)
     await unavailable_within(proxied.append([unit("acme", request("r1"))]))
     await unavailable_within(proxied.fetch("SELECT 1"))
     await unavailable_within(proxied.read(0))
