@@ -50,8 +50,10 @@ def unauthorized(message: str) -> ApiError:
 
 
 def ledger_unavailable() -> ApiError:
-    """What a client hears while the ledger's database is down: nothing was charged; retry."""
-    return ApiError(503, "the billing ledger is unavailable right now; nothing was charged, retry shortly",
+    """What a client hears while the ledger's database is down. Not "nothing was charged": a
+    connection lost during COMMIT leaves unknown whether the charge was written (once, if so)."""
+    return ApiError(503, "the billing ledger is unavailable right now, so this request could not be"
+                         " completed; retry shortly",
                     type="service_unavailable", headers={"Retry-After": "1"})
 
 

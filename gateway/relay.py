@@ -17,12 +17,11 @@ from gateway.catalogue import Resolved
 from gateway.errors import ApiError, UpstreamError, ledger_unavailable
 from gateway.providers.base import ChatStream
 from ledger.recorder import AppendRejected, LedgerUnavailable
-from ledger.writer import WriterClosed
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                "X-Accel-Buffering": "no"}
-# What the ledger raises when a request cannot be recorded: nothing was charged.
-UNRECORDED = (LedgerUnavailable, WriterClosed, AppendRejected)
+# What the ledger raises when a request cannot be recorded (a closing writer is unavailable too).
+UNRECORDED = (LedgerUnavailable, AppendRejected)
 
 log = structlog.get_logger("gateway.relay")
 
@@ -65,7 +64,7 @@ class BilledRelay(abc.ABC):
         """Record the failure (not charged) and tell the client in the stream."""
         try:
             await self._record_failure(exc)
-        except UNRECORDED as failure:  # the client still hears what failed; nothing was charged
+        except UNRECORDED as failure:  # the client still hears what failed
             log.warning("stream_failure_unrecorded", error=repr(failure), upstream_error=exc.message)
         await self._end_with(response, exc.to_api_error(self.model.provider_id, self.requested))
 
