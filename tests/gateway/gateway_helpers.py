@@ -21,10 +21,29 @@ CLI_TIMEOUT_S = 60.0
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
 from support import clean_env  # noqa: F401  (re-exported for the gateway tests)
+from support import POSTGRES_DSN, S3_CREDENTIALS, postgres_schema
 
 
 def ledger_toml(ledger: Path, extra: str = "") -> str:
     return f'[ledger]\nurl = "sqlite:///{ledger}"\n{extra}'
+
+
+@contextlib.asynccontextmanager
+async def postgres_ledger_url(prefix: str) -> AsyncIterator[str]:
+    """The ledger URL of a PostgreSQL schema of its own, for gateway processes to share; the
+    schema is dropped afterwards (skips locally, fails under CI=true, without PostgreSQL)."""
+    async with postgres_schema(prefix) as schema:
+        yield f"{POSTGRES_DSN}?schema={schema}"
+
+
+def shared_storage_toml(s3_server: str, s3_bucket: str) -> str:
+    """The [storage] section of replicas that host media in one bucket and sign its links alike."""
+    return f'''[storage]
+s3_endpoint_url = "{s3_server}"
+s3_bucket = "{s3_bucket}"
+s3_access_key_id = "{S3_CREDENTIALS["access_key_id"]}"
+s3_secret_access_key = "{S3_CREDENTIALS["secret_access_key"]}"
+signing_secret = "shared-by-every-replica"'''
 
 
 def write_config(tmp_path: Path, text: str, name: str = "gateway.toml") -> Path:

@@ -10,7 +10,6 @@ PostgreSQL listens on 127.0.0.1:5432; a failure under CI=true.
 
 import asyncio
 import signal
-import uuid
 from collections import Counter
 from decimal import Decimal
 
@@ -18,10 +17,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from gateway_helpers import gateway_process, run_cli_async, write_config
+from gateway_helpers import gateway_process, postgres_ledger_url, run_cli_async, shared_storage_toml, write_config
 from ledger.events import IdempotencyKeyClaimed, IdempotencyKeyReleased, RequestCompleted
 from ledger.postgres import PostgresRecorder
-from support import POSTGRES_DSN, PROVIDER_KEY, S3_CREDENTIALS, auth, clean_env, decimal_json, need_service
+from support import PROVIDER_KEY, auth, clean_env, decimal_json
 
 PRICE_INR = Decimal("0.05") * 84  # one clip at the default rate
 FAIL_ONCE = web.AppKey("fail_once", set)
@@ -30,14 +29,8 @@ SESSION = web.AppKey("session", aiohttp.ClientSession)
 
 @pytest.fixture
 async def ledger_url():
-    need_service("127.0.0.1", 5432, "PostgreSQL")
-    import asyncpg
-
-    schema = f"idem_{uuid.uuid4().hex[:12]}"
-    yield f"{POSTGRES_DSN}?schema={schema}"
-    db = await asyncpg.connect(POSTGRES_DSN)
-    await db.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-    await db.close()
+    async with postgres_ledger_url("idem") as url:
+        yield url
 
 
 @pytest.fixture
@@ -69,12 +62,7 @@ def replica_config(tmp_path, ledger_url, relay, s3_server, s3_bucket) -> str:
     return str(write_config(tmp_path, f"""
 [ledger]
 url = "{ledger_url}"
-[storage]
-s3_endpoint_url = "{s3_server}"
-s3_bucket = "{s3_bucket}"
-s3_access_key_id = "{S3_CREDENTIALS['access_key_id']}"
-s3_secret_access_key = "{S3_CREDENTIALS['secret_access_key']}"
-signing_secret = "shared-by-every-replica"
+{shared_storage_toml(s3_server, s3_bucket)}
 [providers.google]
 base_url = "{str(relay.make_url('')).rstrip('/')}"
 api_key = "{PROVIDER_KEY}"

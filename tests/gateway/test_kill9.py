@@ -8,16 +8,15 @@ nothing is recorded twice, each balance is its credits less the sum of its charg
 import asyncio
 import os
 import signal
-import uuid
 
 import aiohttp
 import pytest
 
 from gateway import admin
-from gateway_helpers import gateway_process, run_cli_async, write_config
+from gateway_helpers import gateway_process, postgres_ledger_url, run_cli_async, write_config
 from ledger.backends import recorder_for
 from outage_helpers import assert_every_charge_accounted_for, balance_matches_charges, chat_or_none, load
-from support import POSTGRES_DSN, PROVIDER_KEY, clean_env, need_service
+from support import PROVIDER_KEY, clean_env
 
 ROUNDS = 3
 CREDITS_INR = "1000"
@@ -28,14 +27,8 @@ async def ledger_url(request, tmp_path):
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path}/ledger.db"
         return
-    need_service("127.0.0.1", 5432, "PostgreSQL")
-    import asyncpg
-
-    schema = f"kill9_{uuid.uuid4().hex[:12]}"
-    yield f"{POSTGRES_DSN}?schema={schema}"
-    db = await asyncpg.connect(POSTGRES_DSN)
-    await db.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-    await db.close()
+    async with postgres_ledger_url("kill9") as url:
+        yield url
 
 
 async def new_org(url: str) -> dict:

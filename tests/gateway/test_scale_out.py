@@ -9,7 +9,6 @@ Skipped locally when no PostgreSQL listens on 127.0.0.1:5432; a failure under CI
 import asyncio
 import signal
 import sys
-import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -18,25 +17,19 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gateway_helpers import gateway_process, json_lines, run_cli_async, write_config
+from gateway_helpers import gateway_process, json_lines, postgres_ledger_url, run_cli_async, shared_storage_toml, \
+    write_config
 from ledger.events import MediaExpired, MusicTrackRecorded, RequestCompleted
 from ledger.postgres import PostgresRecorder
-from support import PROVIDER_KEY, S3_CREDENTIALS, auth, clean_env, count_objects, decimal_json, need_service
+from support import PROVIDER_KEY, auth, clean_env, count_objects, decimal_json
 
-DSN = "postgresql://postgres@127.0.0.1:5432/test"
 SWEEPER_BIN = str(Path(sys.executable).with_name("gateway-sweeper"))
 
 
 @pytest.fixture
 async def pg_url():
-    need_service("127.0.0.1", 5432, "PostgreSQL")
-    import asyncpg
-
-    schema = f"scale_{uuid.uuid4().hex[:12]}"
-    yield f"{DSN}?schema={schema}"
-    db = await asyncpg.connect(DSN)
-    await db.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-    await db.close()
+    async with postgres_ledger_url("scale") as url:
+        yield url
 
 
 @pytest.fixture
@@ -44,12 +37,7 @@ def scale_config(tmp_path, pg_url, sim_url, s3_server, s3_bucket) -> str:
     return str(write_config(tmp_path, f"""
 [ledger]
 url = "{pg_url}"
-[storage]
-s3_endpoint_url = "{s3_server}"
-s3_bucket = "{s3_bucket}"
-s3_access_key_id = "{S3_CREDENTIALS['access_key_id']}"
-s3_secret_access_key = "{S3_CREDENTIALS['secret_access_key']}"
-signing_secret = "shared-by-every-replica"
+{shared_storage_toml(s3_server, s3_bucket)}
 [sweeper]
 interval_s = 0.5
 [providers.openai]
