@@ -8,11 +8,9 @@ process; a release ends a claim; a success settles it.
 
 import asyncio
 
-import pytest
-
 from ledger import audit
-from ledger.recorder import AppendRejected, InsufficientCredit, SchemaOutOfDate
-from ledger_helpers import append_ok, claim, credits, hold, music, org, projection_tables, unclaim, unit
+from ledger.recorder import AppendRejected, InsufficientCredit
+from ledger_helpers import append_ok, claim, credits, hold, music, org, projection_tables, unclaim, unit, upgraded_from
 
 LEASE_US = 60_000_000
 KEY_ROWS = ("SELECT org_id, idempotency_key, request_hash, request_id, created_at_us, running_until_us"
@@ -101,18 +99,10 @@ class ClaimsContract:
         await append_ok(recorder, unit("acme", org(), music("r1", idempotency_key="k", request_hash="h1")))
         expected = await projection_tables(recorder)
         await recorder.close()
-        for sql in ("ALTER TABLE idempotency_keys DROP COLUMN running_until_us", "DELETE FROM ledger_schema",
-                    "INSERT INTO ledger_schema (version, applied_at_us) VALUES (5, 0)"):
-            await self.execute_raw(tmp_path, sql)
-        with pytest.raises(SchemaOutOfDate):
-            await self.make_recorder(tmp_path).open(migrate=False)
-        upgraded = self.make_recorder(tmp_path)
-        await upgraded.open()
-        try:
+        async with upgraded_from(self, tmp_path, 5, "ALTER TABLE idempotency_keys DROP COLUMN running_until_us"
+                                 ) as upgraded:
             assert await projection_tables(upgraded) == expected
             assert [row[-1] for row in expected["idempotency_keys"]] == [0]
             [taken] = await upgraded.append([unit("acme", claim("k", "r2", "h1"))])
             assert isinstance(taken, AppendRejected)
             assert (await audit.verify(upgraded))[1] == []
-        finally:
-            await upgraded.close()

@@ -3,15 +3,17 @@
 import contextlib
 import hashlib
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+
+import pytest
 
 from ledger import projections
 from ledger.events import (
     ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, Event, HoldReleased, IdempotencyKeyClaimed,
     IdempotencyKeyReleased, MediaExpired, MusicTrackRecorded, OrgCreated, RequestCompleted, RetentionChanged,
 )
-from ledger.recorder import Append, Content, Recorded, Recorder
+from ledger.recorder import Append, Content, Recorded, Recorder, SchemaOutOfDate
 
 
 def org(name: str = "Acme", retention: str = "retain") -> OrgCreated:
@@ -117,6 +119,23 @@ async def populate(recorder: Recorder) -> list[list[Recorded]]:
         *await append_ok(recorder, unit("acme", revoke("k1"), retention("none")),
                          unit("beta", retention("retain"))),
     ]
+
+
+@contextlib.asynccontextmanager
+async def upgraded_from(contract, tmp_path: Path, version: int, *changes: str) -> AsyncIterator[Recorder]:
+    """The contract's (closed) store set back to schema `version` by `changes`: a recorder that
+    may not migrate refuses it, then the recorder that upgraded it, closed afterwards."""
+    for sql in (*changes, "DELETE FROM ledger_schema",
+                f"INSERT INTO ledger_schema (version, applied_at_us) VALUES ({version}, 0)"):
+        await contract.execute_raw(tmp_path, sql)
+    with pytest.raises(SchemaOutOfDate):
+        await contract.make_recorder(tmp_path).open(migrate=False)
+    upgraded = contract.make_recorder(tmp_path)
+    await upgraded.open()
+    try:
+        yield upgraded
+    finally:
+        await upgraded.close()
 
 
 def run_sql(path: Path | str, *statements: tuple[str, Sequence] | str) -> None:

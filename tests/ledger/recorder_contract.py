@@ -25,7 +25,7 @@ from ledger.writer import GroupCommitWriter
 from claims_contract import ClaimsContract
 from ledger_helpers import (
     HELLO_POSITION, POPULATED, append_ok, content, credits, expired, hold, key, music, org, populate,
-    projection_tables, recorded_of, release, request, retention, revoke, unit,
+    projection_tables, recorded_of, release, request, retention, revoke, unit, upgraded_from,
 )
 
 INT64_MAX = 2**63 - 1
@@ -627,16 +627,8 @@ class RecorderContract(ClaimsContract, abc.ABC):
         await append_ok(recorder, unit("acme", request("r5", key_id="k2", charged=3)))
         expected = await projection_tables(recorder)
         await recorder.close()
-        for sql in ("DROP TABLE usage_daily", "ALTER TABLE api_keys DROP COLUMN last_used_at_us",
-                    "DELETE FROM ledger_schema", "INSERT INTO ledger_schema (version, applied_at_us) VALUES (4, 0)"):
-            await self.execute_raw(tmp_path, sql)
-        with pytest.raises(SchemaOutOfDate):
-            await self.make_recorder(tmp_path).open(migrate=False)
-        upgraded = self.make_recorder(tmp_path)
-        await upgraded.open()
-        try:
+        async with upgraded_from(self, tmp_path, 4, "DROP TABLE usage_daily",
+                                 "ALTER TABLE api_keys DROP COLUMN last_used_at_us") as upgraded:
             assert await projection_tables(upgraded) == expected
             assert expected["usage_daily"] and any(row[-1] for row in expected["api_keys"])
             assert (await audit.verify(upgraded))[1] == []
-        finally:
-            await upgraded.close()
