@@ -21,19 +21,22 @@ from gateway.upload import encode_form, new_boundary
 
 def usage_of(usage: object, provider: str = "openai") -> Usage:
     """OpenAI's chat usage, checked by billing's rule (UpstreamError 502 when it is not sound)."""
-    report = usage_report(provider, usage)
-    details = usage_report(provider, report.get("prompt_tokens_details"))
-    return checked_usage(provider, Usage(token_count(provider, report, "prompt_tokens"),
-                                         token_count(provider, report, "completion_tokens"),
-                                         token_count(provider, details, "cached_tokens")))
+    return _counted_usage(provider, usage, ("prompt_tokens", "completion_tokens", "prompt_tokens_details"))
 
 
 def input_output_usage(usage: object, provider: str = "openai") -> Usage:
     """The usage of transcriptions and realtime responses (input_tokens, output_tokens), checked."""
+    return _counted_usage(provider, usage, ("input_tokens", "output_tokens", "input_token_details"))
+
+
+def _counted_usage(provider: str, usage: object, fields: tuple[str, str, str]) -> Usage:
+    """A usage object whose `fields` name its prompt and completion counts and the details
+    object holding `cached_tokens`, as billing's checked Usage."""
+    prompt, completion, details_field = fields
     report = usage_report(provider, usage)
-    details = usage_report(provider, report.get("input_token_details"))
-    return checked_usage(provider, Usage(token_count(provider, report, "input_tokens"),
-                                         token_count(provider, report, "output_tokens"),
+    details = usage_report(provider, report.get(details_field))
+    return checked_usage(provider, Usage(token_count(provider, report, prompt),
+                                         token_count(provider, report, completion),
                                          token_count(provider, details, "cached_tokens")))
 
 
