@@ -1,7 +1,7 @@
 """The Google adapter: the Gemini API `generateContent` format. Serves chat and the music models.
 
-Chat is translated both ways by `google_chat` (`generateContent`, and
-`streamGenerateContent?alt=sse` relayed event by event).
+Chat requests are translated by `google_chat_request`, answers by `google_chat`
+(`generateContent`, and `streamGenerateContent?alt=sse` relayed event by event).
 
 A music answer carries a text part (lyrics and structure) and an `inlineData` part with the
 MP3. Gemini reports safety refusals three ways, all mapped to SafetyBlocked: a 200 with
@@ -22,6 +22,7 @@ from gateway.config import ProviderConfig
 from gateway.errors import UpstreamError
 from gateway.jsonio import encode
 from gateway.providers import google_chat as wire
+from gateway.providers.google_chat_request import generate_content_body
 from gateway.providers.base import ChatCall, ChatReply, Chunk, MusicCall, MusicReply, SafetyBlocked
 from gateway.providers.http import post_json, read_json, scrubbed, timeout_for
 from gateway.providers.openai import delta_tokens
@@ -145,7 +146,7 @@ class GoogleProvider:
 
     async def _post_chat(self, call: ChatCall, action: str) -> aiohttp.ClientResponse:
         url = f"{self._base}/v1beta/models/{call.upstream_model}:{action}"
-        return await post_json(self._session, self.id, url, wire.generate_content_body(call.body),
+        return await post_json(self._session, self.id, url, generate_content_body(call.body),
                                self.headers(call.api_key), self._timeout)
 
     async def generate_music(self, call: MusicCall, timeout_s: float) -> MusicReply:

@@ -16,6 +16,7 @@ import pytest
 from gateway import admin
 from gateway.errors import ApiError, UpstreamError
 from gateway.providers import google_chat as wire
+from gateway.providers import google_chat_request as request_wire
 from gateway.sealing import Sealer
 from simulator.textgen import completion_text, iter_tokens
 from support import (
@@ -59,7 +60,7 @@ def test_roles_system_and_merged_turns():
         {"role": "assistant", "content": "three"},
         {"role": "assistant", "content": ""},
         {"role": "user", "content": "four"}]}
-    assert wire.generate_content_body(body) == {
+    assert request_wire.generate_content_body(body) == {
         "contents": [{"role": "user", "parts": [{"text": "one"}, {"text": "two"}]},
                      {"role": "model", "parts": [{"text": "three"}]},
                      {"role": "user", "parts": [{"text": "four"}]}],
@@ -71,7 +72,7 @@ def test_generation_config_maps_every_openai_parameter():
             "temperature": 0.2, "top_p": 0.9, "top_k": 5, "n": 2, "seed": 7, "presence_penalty": 0.1,
             "frequency_penalty": 0.3, "stop": "END", "response_format": {"type": "json_object"},
             "reasoning_effort": "low", "user": "ignored", "stream_options": {"include_usage": True}}
-    assert wire.generate_content_body(body)["generationConfig"] == {
+    assert request_wire.generate_content_body(body)["generationConfig"] == {
         "temperature": 0.2, "topP": 0.9, "topK": 5, "candidateCount": 2, "seed": 7,
         "presencePenalty": 0.1, "frequencyPenalty": 0.3, "maxOutputTokens": 40, "stopSequences": ["END"],
         "responseMimeType": "application/json", "thinkingConfig": {"thinkingBudget": 1024}}
@@ -80,9 +81,9 @@ def test_generation_config_maps_every_openai_parameter():
 def test_json_schema_response_format_sends_the_schema():
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
     fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
-    assert wire.generation_config({"response_format": fmt}) == {
+    assert request_wire.generation_config({"response_format": fmt}) == {
         "responseMimeType": "application/json", "responseJsonSchema": schema}
-    assert wire.generation_config({"response_format": {"type": "text"}}) == {}
+    assert request_wire.generation_config({"response_format": {"type": "text"}}) == {}
 
 
 def test_images_audio_and_files_become_inline_data():
@@ -90,7 +91,7 @@ def test_images_audio_and_files_become_inline_data():
                {"type": "image_url", "image_url": f"data:image/jpeg;base64,{PNG_B64}"},
                {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
                {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0="}}]
-    [turn] = wire.generate_content_body({"messages": [{"role": "user", "content": content}]})["contents"]
+    [turn] = request_wire.generate_content_body({"messages": [{"role": "user", "content": content}]})["contents"]
     assert turn["parts"] == [{"inlineData": {"mimeType": "image/png", "data": PNG_B64}},
                              {"inlineData": {"mimeType": "image/jpeg", "data": PNG_B64}},
                              {"inlineData": {"mimeType": "audio/wav", "data": "UklGRg=="}},
@@ -105,7 +106,7 @@ def test_tools_calls_and_results_become_function_parts():
                          {"role": "tool", "tool_call_id": "call_1", "content": '{"sky": "clear"}'},
                          {"role": "tool", "tool_call_id": "call_1", "content": "plain words"}],
             "tools": [WEATHER_TOOL], "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
-    request = wire.generate_content_body(body)
+    request = request_wire.generate_content_body(body)
     assert request["contents"][1:] == [
         {"role": "model", "parts": [{"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}}]},
         {"role": "user", "parts": [
@@ -115,8 +116,8 @@ def test_tools_calls_and_results_become_function_parts():
         "name": "get_weather", "description": "Weather of a city",
         "parametersJsonSchema": WEATHER_TOOL["function"]["parameters"]}]}]
     assert request["toolConfig"] == {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["get_weather"]}}
-    assert wire.tool_config("none") == {"functionCallingConfig": {"mode": "NONE"}}
-    assert wire.tool_config("required") == {"functionCallingConfig": {"mode": "ANY"}}
+    assert request_wire.tool_config("none") == {"functionCallingConfig": {"mode": "NONE"}}
+    assert request_wire.tool_config("required") == {"functionCallingConfig": {"mode": "ANY"}}
 
 
 @pytest.mark.parametrize(("body", "param"), [
@@ -137,7 +138,7 @@ def test_tools_calls_and_results_become_function_parts():
 ])
 def test_bad_input_is_400_naming_the_field(body, param):
     with pytest.raises(ApiError) as raised:
-        wire.generate_content_body(body)
+        request_wire.generate_content_body(body)
     assert raised.value.status == 400 and raised.value.param == param
 
 
