@@ -36,9 +36,12 @@ async def postgres_ledger_url(prefix: str) -> AsyncIterator[str]:
         yield f"{POSTGRES_DSN}?schema={schema}"
 
 
-def shared_storage_toml(s3_server: str, s3_bucket: str) -> str:
-    """The [storage] section of replicas that host media in one bucket and sign its links alike."""
-    return f'''[storage]
+def replica_toml(ledger_url: str, s3_server: str, s3_bucket: str) -> str:
+    """The [ledger] and [storage] sections replicas share: one ledger, one bucket for hosted
+    media, one secret to sign its links."""
+    return f'''[ledger]
+url = "{ledger_url}"
+[storage]
 s3_endpoint_url = "{s3_server}"
 s3_bucket = "{s3_bucket}"
 s3_access_key_id = "{S3_CREDENTIALS["access_key_id"]}"

@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from gateway_helpers import gateway_process, postgres_ledger_url, run_cli_async, shared_storage_toml, write_config
+from gateway_helpers import gateway_process, postgres_ledger_url, replica_toml, run_cli_async, write_config
 from ledger.events import IdempotencyKeyClaimed, IdempotencyKeyReleased, RequestCompleted
 from ledger.postgres import PostgresRecorder
 from support import PROVIDER_KEY, auth, clean_env, decimal_json
@@ -60,9 +60,7 @@ async def relay(aiohttp_server, sim_url):
 @pytest.fixture
 def replica_config(tmp_path, ledger_url, relay, s3_server, s3_bucket) -> str:
     return str(write_config(tmp_path, f"""
-[ledger]
-url = "{ledger_url}"
-{shared_storage_toml(s3_server, s3_bucket)}
+{replica_toml(ledger_url, s3_server, s3_bucket)}
 [providers.google]
 base_url = "{str(relay.make_url('')).rstrip('/')}"
 api_key = "{PROVIDER_KEY}"

@@ -17,8 +17,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gateway_helpers import gateway_process, json_lines, postgres_ledger_url, run_cli_async, shared_storage_toml, \
-    write_config
+from gateway_helpers import gateway_process, json_lines, postgres_ledger_url, replica_toml, run_cli_async, write_config
 from ledger.events import MediaExpired, MusicTrackRecorded, RequestCompleted
 from ledger.postgres import PostgresRecorder
 from support import PROVIDER_KEY, auth, clean_env, count_objects, decimal_json
@@ -35,9 +34,7 @@ async def pg_url():
 @pytest.fixture
 def scale_config(tmp_path, pg_url, sim_url, s3_server, s3_bucket) -> str:
     return str(write_config(tmp_path, f"""
-[ledger]
-url = "{pg_url}"
-{shared_storage_toml(s3_server, s3_bucket)}
+{replica_toml(pg_url, s3_server, s3_bucket)}
 [sweeper]
 interval_s = 0.5
 [providers.openai]
