@@ -28,6 +28,7 @@ fuzz: install  ## a longer soak of the fuzz suite (make test runs a short one); 
 bench: install  ## benchmarks (not part of the test run)
 	$(PY) -m bench.gateway_throughput
 	$(PY) -m bench.log_pages
+	$(PY) -m bench.ledger_append
 
 clean:
 	rm -rf $(VENV) data .pytest_cache
