@@ -25,7 +25,9 @@ test: install browser  ## every test, against real sockets, SQLite files, servic
 fuzz: install  ## a longer soak of the fuzz suite (make test runs a short one); FUZZ_EXAMPLES cases per route and mode
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-400} $(PY) -m pytest tests/robustness/test_fuzz.py -q
 
-bench: install  ## benchmarks (not part of the test run)
+bench: install  ## benchmarks (not part of the test run); installs Debian's wrk when missing
+	@command -v wrk >/dev/null || apt-get install -y wrk || sudo apt-get install -y wrk
+	$(PY) -m bench.scale
 	$(PY) -m bench.gateway_throughput
 	$(PY) -m bench.log_pages
 	$(PY) -m bench.ledger_append

@@ -1,0 +1,93 @@
+"""A minimal fake OpenAI chat upstream for benchmarks, as cheap as possible so that the gateway is
+what gets measured (the simulator is richer and slower; it is not used here).
+
+POST /v1/chat/completions answers one constant `chat.completion` with usage. A body asking for
+`"stream": true` gets an SSE stream instead: a role chunk, --chunks token chunks, a finish chunk,
+a usage chunk and `[DONE]`, each written on its own. --hold-s keeps every stream open that long
+after its first chunk (the open-streams memory run).
+
+    python -m bench.fake_upstream [--port 0] [--chunks 16] [--hold-s 0]
+
+Prints one JSON line {"event": "fake_upstream_ready", "url": ...} on stdout once it listens.
+"""
+
+import argparse
+import asyncio
+import re
+import sys
+
+import orjson
+from aiohttp import web
+
+READY_EVENT = "fake_upstream_ready"
+# The body is never decoded: a search of the raw bytes is enough to tell a stream apart.
+STREAM_FLAG = re.compile(rb'"stream"\s*:\s*true')
+HEAD = {"id": "chatcmpl-bench", "created": 1_700_000_000, "model": "gpt-4o-mini"}
+USAGE = {"prompt_tokens": 12, "completion_tokens": 16, "total_tokens": 28}
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+def completion_body() -> bytes:
+    message = {"role": "assistant", "content": "a constant benchmark answer of sixteen tokens or so."}
+    choice = {"index": 0, "message": message, "finish_reason": "stop"}
+    return orjson.dumps({**HEAD, "object": "chat.completion", "choices": [choice], "usage": USAGE})
+
+
+def sse_event(choices: list, usage: dict | None) -> bytes:
+    return b"data: " + orjson.dumps({**HEAD, "object": "chat.completion.chunk",
+                                     "choices": choices, "usage": usage}) + b"\n\n"
+
+
+def stream_events(chunks: int) -> list[bytes]:
+    """Every event of one streamed answer, encoded once at start-up."""
+    def delta(content: dict, finish: str | None) -> bytes:
+        return sse_event([{"index": 0, "delta": content, "finish_reason": finish}], None)
+    tokens = [delta({"content": f"tok{n} "}, None) for n in range(chunks)]
+    return [delta({"role": "assistant", "content": ""}, None), *tokens, delta({}, "stop"),
+            sse_event([], {**USAGE, "completion_tokens": chunks, "total_tokens": 12 + chunks}),
+            b"data: [DONE]\n\n"]
+
+
+def make_app(chunks: int, hold_s: float) -> web.Application:
+    body, events = completion_body(), stream_events(chunks)
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        if not STREAM_FLAG.search(await request.read()):
+            return web.Response(body=body, content_type="application/json")
+        response = web.StreamResponse(headers=SSE_HEADERS)
+        await response.prepare(request)
+        await response.write(events[0])
+        if hold_s:
+            await asyncio.sleep(hold_s)
+        for event in events[1:]:
+            await response.write(event)
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    return app
+
+
+async def serve(args: argparse.Namespace) -> None:
+    runner = web.AppRunner(make_app(args.chunks, args.hold_s), access_log=None, handle_signals=True)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", args.port, backlog=4096)
+    await site.start()
+    port = runner.addresses[0][1]
+    sys.stdout.write(orjson.dumps({"event": READY_EVENT, "url": f"http://127.0.0.1:{port}"}).decode() + "\n")
+    sys.stdout.flush()
+    await asyncio.Event().wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--chunks", type=int, default=16, help="token chunks per streamed answer")
+    parser.add_argument("--hold-s", type=float, default=0.0, help="pause of every stream after its first chunk")
+    import uvloop
+    uvloop.run(serve(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

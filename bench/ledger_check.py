@@ -1,0 +1,69 @@
+"""After a configuration's runs: does the ledger hold what the load was answered?
+
+Each request answered 200 must have left one `request_completed` event. wrk and the other load
+generators stop with requests still in flight; those may be charged without being counted as
+answered, so the events may exceed the 200s by at most the concurrency of the runs.
+"""
+
+import asyncio
+import contextlib
+import socket
+import sqlite3
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from bench.procs import GATEWAY, ROOT
+
+POSTGRES_DSN = "postgresql://postgres@127.0.0.1:5432/test"  # trust auth, as in tests/support.py
+COMPLETED = "SELECT COUNT(*) FROM events WHERE type = 'request_completed'"
+
+
+def postgres_reachable(host: str = "127.0.0.1", port: int = 5432) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def postgres_ledger() -> Iterator[str]:
+    """The URL of a ledger in a schema of its own, dropped afterwards."""
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    try:
+        yield f"{POSTGRES_DSN}?schema={schema}"
+    finally:
+        asyncio.run(_postgres(f"DROP SCHEMA IF EXISTS {schema} CASCADE", "public"))
+
+
+async def _postgres(statement: str, schema: str) -> object:
+    import asyncpg
+    db = await asyncpg.connect(POSTGRES_DSN, server_settings={"search_path": schema})
+    try:
+        return await db.fetchval(statement)
+    finally:
+        await db.close()
+
+
+def completed_events(ledger_url: str) -> int:
+    """How many `request_completed` events the ledger holds."""
+    if ledger_url.startswith("sqlite:///"):
+        with contextlib.closing(sqlite3.connect(ledger_url.removeprefix("sqlite:///"))) as db:
+            return db.execute(COMPLETED).fetchone()[0]
+    return asyncio.run(_postgres(COMPLETED, ledger_url.rsplit("schema=", 1)[1]))
+
+
+def verify(config: Path) -> tuple[bool, str]:
+    """`gateway ledger verify` on the configuration's ledger: (passed, its last line of output)."""
+    done = subprocess.run([GATEWAY, "ledger", "verify", "--config", str(config)], cwd=ROOT,
+                          capture_output=True, text=True)
+    lines = (done.stdout.strip() or done.stderr.strip() or "-").splitlines()
+    return done.returncode == 0, lines[-1][:200]
+
+
+def check(ledger_url: str, config: Path, answered_ok: int, in_flight: int) -> dict:
+    """The sanity check of one configuration's ledger, with the gateway stopped."""
+    events = completed_events(ledger_url)
+    passed, message = verify(config)
+    return {"request_completed": events, "answered_200": answered_ok, "verify_passed": passed,
+            "verify_output": message, "counts_match": 0 <= events - answered_ok <= in_flight}

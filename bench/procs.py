@@ -1,0 +1,107 @@
+"""The benchmark's processes: starting them, and reading their CPU time and memory from /proc.
+
+Each process logs to a file (a pipe nobody reads would fill up and stall it) and is ready once a
+JSON line with its ready event and URL appears there.
+"""
+
+import contextlib
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+GATEWAY = str(Path(sys.executable).with_name("gateway"))
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+READY_TIMEOUT_S = 60.0
+
+
+def clean_env() -> dict[str, str]:
+    """This environment without GATEWAY_* variables, which would override the bench's config."""
+    return {name: value for name, value in os.environ.items() if not name.startswith("GATEWAY_")}
+
+
+def wait_ready(process: subprocess.Popen, log: Path, event: str) -> str:
+    """The URL of the process's ready line; raises if it exits or is not ready in time."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline and process.poll() is None:
+        for line in log.read_text(errors="replace").splitlines():
+            if event in line and line.startswith("{"):
+                return json.loads(line)["url"]
+        time.sleep(0.05)
+    stop(process)
+    raise RuntimeError(f"{' '.join(process.args[:3])} was not ready; see {log}")
+
+
+@contextlib.contextmanager
+def running(command: list[str], log: Path, event: str, env: dict[str, str]) -> Iterator[tuple[subprocess.Popen, str]]:
+    """A process for the duration of the block: (process, URL of its ready line)."""
+    with log.open("ab") as sink:
+        process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL)
+    try:
+        yield process, wait_ready(process, log, event)
+    finally:
+        stop(process)
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and all its descendants (a supervisor's workers), found through /proc."""
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{current}/task"):
+                with open(f"/proc/{current}/task/{task}/children") as children:
+                    pending.extend(int(child) for child in children.read().split())
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of `pid` and every descendant (all their threads), in seconds."""
+    ticks = 0
+    for member in process_tree(pid):
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{member}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return ticks / TICKS_PER_S
+
+
+def rss_kib(pid: int) -> int:
+    """Resident memory of one process (VmRSS), in KiB."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def raise_open_files(needed: int) -> int:
+    """Raise this process's open-file limit (inherited by the processes it starts) to at least
+    `needed` if allowed; returns the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= needed:
+        return soft
+    with contextlib.suppress(ValueError, OSError):  # raising the hard limit needs privilege
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, max(hard, needed)))
+        return needed
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
