@@ -18,6 +18,7 @@ from gateway.intake import intake
 from gateway.limits import RateLimiter
 from gateway.middleware import add_request_id, authenticate, observe
 from gateway.provider_keys import ProviderKeys
+from gateway.providers.http import Upstream
 from gateway.redaction import Redactor
 from gateway.sealing import Sealer
 from gateway.services import Services
@@ -40,7 +41,7 @@ class Ledger(msgspec.Struct, frozen=True):
 
 CONFIG = web.AppKey("config", Config)
 LEDGER = web.AppKey("ledger", Ledger)
-UPSTREAM = web.AppKey("upstream", aiohttp.ClientSession)
+UPSTREAM = web.AppKey("upstream", Upstream)
 REDIS = web.AppKey("redis", Redis | None)
 STORE = web.AppKey("store", ObjectStore | None)
 
@@ -80,8 +81,8 @@ async def ledger_ctx(app: web.Application) -> AsyncIterator[None]:
 async def upstream_ctx(app: web.Application) -> AsyncIterator[None]:
     """One pooled client session for every upstream call of this process."""
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300)
-    async with aiohttp.ClientSession(connector=connector, trace_configs=[app[METRICS].tracing()]) as session:
-        app[UPSTREAM] = session
+    async with aiohttp.ClientSession(connector=connector) as session:
+        app[UPSTREAM] = Upstream(session, app[METRICS].observe_upstream)
         yield
 
 

@@ -8,9 +8,7 @@ server's. The retention gauges are read from the ledger at scrape time, the same
 
 import os
 import time
-from types import SimpleNamespace
 
-import aiohttp
 import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
@@ -67,19 +65,9 @@ class Metrics:
         self.commit.observe(seconds)
         self.backlog.set(waiting)
 
-    def tracing(self) -> aiohttp.TraceConfig:
-        """Upstream latency from the pooled client session: each adapter names its provider."""
-        trace = aiohttp.TraceConfig(trace_config_ctx_factory=lambda trace_request_ctx: SimpleNamespace(
-            provider=(trace_request_ctx or {}).get("provider", "unknown"), started=0.0))
-
-        async def started(_session, ctx, _params) -> None:
-            ctx.started = time.monotonic()
-
-        async def answered(_session, ctx, params) -> None:
-            self.upstream.labels(ctx.provider, str(params.response.status)).observe(time.monotonic() - ctx.started)
-        trace.on_request_start.append(started)
-        trace.on_request_end.append(answered)
-        return trace
+    def observe_upstream(self, provider: str, status: int, seconds: float) -> None:
+        """A provider's time to its response headers (gateway.providers.http.Upstream)."""
+        self.upstream.labels(provider, str(status)).observe(seconds)
 
     async def render(self, recorder: Recorder) -> bytes:
         registry = CollectorRegistry()

@@ -18,7 +18,7 @@ from gateway.errors import UpstreamError
 from gateway.jsonio import encode
 from gateway.providers import anthropic_wire as wire
 from gateway.providers.base import ChatCall, ChatReply, Chunk
-from gateway.providers.http import post_json, read_json, scrubbed, timeout_for
+from gateway.providers.http import Upstream, post_json, read_json, scrubbed, timeout_for
 from gateway.providers.openai import delta_tokens
 
 
@@ -93,10 +93,10 @@ class AnthropicProvider:
     capabilities = frozenset({"chat", "messages"})  # "messages": speaks /v1/messages natively
     requires_max_tokens = True
 
-    def __init__(self, config: ProviderConfig, session: aiohttp.ClientSession) -> None:
+    def __init__(self, config: ProviderConfig, upstream: Upstream) -> None:
         self._url = config.base_url.rstrip("/") + "/v1/messages"
         self._api_key = config.api_key
-        self._session = session
+        self._upstream = upstream
         self._timeout = timeout_for(config)
 
     def headers(self, api_key: str = "") -> dict[str, str]:
@@ -127,4 +127,4 @@ class AnthropicProvider:
         return wire.checked_message(await read_json(self.id, await self._post(api_key, body)))
 
     async def _post(self, api_key: str, body: dict) -> aiohttp.ClientResponse:
-        return await post_json(self._session, self.id, self._url, body, self.headers(api_key), self._timeout)
+        return await post_json(self._upstream, self.id, self._url, body, self.headers(api_key), self._timeout)

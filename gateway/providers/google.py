@@ -24,7 +24,7 @@ from gateway.jsonio import encode
 from gateway.providers import google_chat as wire
 from gateway.providers.google_chat_request import generate_content_body
 from gateway.providers.base import ChatCall, ChatReply, Chunk, MusicCall, MusicReply, SafetyBlocked
-from gateway.providers.http import post_json, read_json, scrubbed, timeout_for
+from gateway.providers.http import Upstream, post_json, read_json, scrubbed, timeout_for
 from gateway.providers.openai import delta_tokens
 
 SAFETY_FINISH = frozenset({"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION",
@@ -112,10 +112,10 @@ class GoogleProvider:
     capabilities = frozenset({"chat", "music"})
     requires_max_tokens = False
 
-    def __init__(self, config: ProviderConfig, session: aiohttp.ClientSession) -> None:
+    def __init__(self, config: ProviderConfig, upstream: Upstream) -> None:
         self._base = config.base_url.rstrip("/")
         self._api_key = config.api_key
-        self._session = session
+        self._upstream = upstream
         self._timeout = timeout_for(config)
 
     def headers(self, api_key: str = "") -> dict[str, str]:
@@ -146,7 +146,7 @@ class GoogleProvider:
 
     async def _post_chat(self, call: ChatCall, action: str) -> aiohttp.ClientResponse:
         url = f"{self._base}/v1beta/models/{call.upstream_model}:{action}"
-        return await post_json(self._session, self.id, url, generate_content_body(call.body),
+        return await post_json(self._upstream, self.id, url, generate_content_body(call.body),
                                self.headers(call.api_key), self._timeout)
 
     async def generate_music(self, call: MusicCall, timeout_s: float) -> MusicReply:
@@ -154,7 +154,7 @@ class GoogleProvider:
         timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=10)
         try:
             async with asyncio.timeout(timeout_s):  # the whole round trip, body included
-                response = await post_json(self._session, self.id, url, music_body(call),
+                response = await post_json(self._upstream, self.id, url, music_body(call),
                                            self.headers(call.api_key), timeout)
                 return music_reply(wire.checked_answer(await read_json(self.id, response), "music answer"))
         except TimeoutError:

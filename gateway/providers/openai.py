@@ -2,6 +2,7 @@
 
 import asyncio
 import struct
+import time
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -15,7 +16,7 @@ from gateway.jsonio import loads
 from gateway.providers import shapes
 from gateway.providers.base import ChatCall, ChatReply, Chunk, EmbeddingCall, EmbeddingReply, FilePart, \
     FormField, SpeechCall, TranscriptionCall, TranscriptionReply
-from gateway.providers.http import post, post_json, read_json, scrubbed, timeout_for
+from gateway.providers.http import Upstream, post, post_json, read_json, scrubbed, timeout_for
 from gateway.upload import encode_form, new_boundary
 
 
@@ -139,11 +140,11 @@ class OpenAIProvider:
     capabilities = frozenset({"chat", "embedding", "speech", "transcription"})
     requires_max_tokens = False
 
-    def __init__(self, config: ProviderConfig, session: aiohttp.ClientSession) -> None:
+    def __init__(self, config: ProviderConfig, upstream: Upstream) -> None:
         self._base = config.base_url.rstrip("/")
         self._url = self._base + "/chat/completions"
         self._api_key = config.api_key
-        self._session = session
+        self._upstream = upstream
         self._timeout = timeout_for(config)
 
     def headers(self, api_key: str = "", content_type: str | None = "application/json") -> dict[str, str]:
@@ -156,7 +157,7 @@ class OpenAIProvider:
     async def chat(self, call: ChatCall) -> ChatReply:
         body = {**call.body, "model": call.upstream_model, "stream": False}
         body.pop("stream_options", None)
-        response = await post_json(self._session, self.id, self._url, body, self.headers(call.api_key),
+        response = await post_json(self._upstream, self.id, self._url, body, self.headers(call.api_key),
                                    self._timeout)
         reply = await read_json(self.id, response)
         completion = shapes.conforming(self.id, reply, shapes.OpenAICompletion, "chat completion")
@@ -166,19 +167,19 @@ class OpenAIProvider:
         # Always ask for usage, so a stream is billed even when the client did not ask.
         body = {**call.body, "model": call.upstream_model, "stream": True,
                 "stream_options": {**(call.body.get("stream_options") or {}), "include_usage": True}}
-        response = await post_json(self._session, self.id, self._url, body, self.headers(call.api_key),
+        response = await post_json(self._upstream, self.id, self._url, body, self.headers(call.api_key),
                                    self._timeout)
         return OpenAIChatStream(response)
 
     async def embed(self, call: EmbeddingCall) -> EmbeddingReply:
         body = {**call.body, "model": call.upstream_model, "encoding_format": "float"}
-        response = await post_json(self._session, self.id, self._base + "/embeddings", body,
+        response = await post_json(self._upstream, self.id, self._base + "/embeddings", body,
                                    self.headers(call.api_key), self._timeout)
         return embedding_reply(await read_json(self.id, response))
 
     async def open_speech(self, call: SpeechCall) -> OpenAIAudioStream:
         body = {**call.body, "model": call.upstream_model}
-        response = await post_json(self._session, self.id, self._base + "/audio/speech", body,
+        response = await post_json(self._upstream, self.id, self._base + "/audio/speech", body,
                                    self.headers(call.api_key), self._timeout)
         return OpenAIAudioStream(response)
 
@@ -192,7 +193,7 @@ class OpenAIProvider:
 
     async def _post_stream(self, path: str, body: AsyncIterator[bytes], content_type: str,
                            api_key: str) -> aiohttp.ClientResponse:
-        return await post(self._session, self.id, self._base + path, body,
+        return await post(self._upstream, self.id, self._base + path, body,
                           self.headers(api_key, content_type), self._timeout)
 
     async def open_realtime(self, upstream_model: str, api_key: str = "",
@@ -201,14 +202,20 @@ class OpenAIProvider:
         url = yarl.URL(f"{self._base}/realtime").with_query(model=upstream_model)
         url = url.with_scheme("wss" if url.scheme in ("https", "wss") else "ws")
         headers = {**self.headers(api_key, content_type=None), "OpenAI-Beta": "realtime=v1"}
+        return await self._handshake(url, headers, max_message_bytes)
+
+    async def _handshake(self, url: yarl.URL, headers: dict[str, str],
+                         max_message_bytes: int) -> aiohttp.ClientWebSocketResponse:
         # Once open, a session may idle as long as the client likes: no receive timeout.
         idle = aiohttp.ClientWSTimeout(ws_receive=None, ws_close=10)
         wait = self._timeout.sock_read  # ws_connect takes no ClientTimeout: bound the handshake here
+        started = time.monotonic()
         try:
             async with asyncio.timeout(wait):
-                return await self._session.ws_connect(url, headers=headers, max_msg_size=max_message_bytes,
-                                                      timeout=idle)
+                socket = await self._upstream.session.ws_connect(url, headers=headers, timeout=idle,
+                                                                 max_msg_size=max_message_bytes)
         except aiohttp.WSServerHandshakeError as exc:
+            self._upstream.observe(self.id, exc.status, time.monotonic() - started)
             retry_after = exc.headers.get("Retry-After") if exc.headers else None
             raise UpstreamError(exc.status, f"openai refused the realtime connection: status {exc.status}",
                                 retry_after=retry_after) from None
@@ -216,3 +223,5 @@ class OpenAIProvider:
             raise UpstreamError(504, f"openai did not open the realtime connection in {wait:g} s") from None
         except aiohttp.ClientError as exc:
             raise UpstreamError(502, f"openai realtime connection failed: {type(exc).__name__}") from None
+        self._upstream.observe(self.id, 101, time.monotonic() - started)
+        return socket

@@ -42,6 +42,25 @@ async def test_metrics_count_requests_tokens_cost_and_ledger_commits(gateway, or
     assert ("gateway_media_due", ()) in found and ("gateway_media_expired", ()) in found
 
 
+async def test_upstream_latency_is_reported_per_provider_and_status_refusals_and_realtime_included(gateway, org):
+    """Timed around each upstream call (no aiohttp request tracing): every provider, a refusal
+    with the provider's own status, and a realtime handshake (101)."""
+    bodies = [chat_body("hi"), chat_body("no [sim:status=429]"),
+              {**chat_body("hi"), "model": "claude-haiku-4-5", "max_tokens": 5},
+              {**chat_body("hi"), "model": "gemini-2.5-flash"}]
+    for body in bodies:
+        async with gateway.client.post("/v1/chat/completions", json=body, headers=auth(org["api_key"])) as response:
+            await response.read()
+    ws = await gateway.client.ws_connect("/v1/realtime?model=gpt-4o-realtime-preview", headers=auth(org["api_key"]))
+    await ws.receive()
+    await ws.close()
+    found = samples(await (await gateway.client.get("/metrics")).text())
+    for provider, status in (("openai", "200"), ("openai", "429"), ("anthropic", "200"), ("google", "200"),
+                             ("openai", "101")):
+        assert value(found, "gateway_upstream_seconds_count", provider=provider, status=status) == 1, (provider, status)
+    assert value(found, "gateway_upstream_seconds_sum") > 0
+
+
 async def test_with_workers_any_scrape_sums_every_worker(sim_url, tmp_path):
     config = tmp_path / "gateway.toml"
     config.write_text(f'[ledger]\nurl = "sqlite:///{tmp_path}/ledger.db"\n[providers.openai]\n'
