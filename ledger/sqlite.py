@@ -1,8 +1,10 @@
 """The SQLite recorder: the embedded default, via aiosqlite, in WAL mode with synchronous=FULL.
 
-Two connections: one writer (each transaction takes SQLite's write lock with BEGIN IMMEDIATE,
-so other processes, such as the admin CLI, queue behind it) and one reader, which WAL lets
-read a consistent snapshot while a write is in flight.
+Two connections: one writer and one reader, which WAL lets read a consistent snapshot while a
+write is in flight. Every write transaction first takes the ledger's inter-process write lock
+(ledger.write_lock, a flock beside the file), then SQLite's own with BEGIN IMMEDIATE: processes
+writing one file (workers, the admin CLI) queue in the kernel, and each is woken the moment the
+one before it commits, instead of sleeping in SQLite's busy handler between tries.
 """
 
 import asyncio
@@ -23,6 +25,7 @@ from ledger.recorder import (
     Secret, accepted, held_by, isolating_rejections, out_of_date, plan,
 )
 from ledger.timeouts import STATEMENT_TIMEOUT_S, reporting_outages, unavailable_on
+from ledger import write_lock
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -167,6 +170,7 @@ class SQLiteRecorder(Recorder):
         self._reader: aiosqlite.Connection | None = None
         # aiosqlite serialises calls per connection but not transactions: one at a time.
         self._write_lock = asyncio.Lock()
+        self._file_lock = write_lock.beside(path) if path != ":memory:" else None
         self._snapshot_lock = asyncio.Lock()  # the reader holds one read transaction at a time
 
     @classmethod
@@ -178,13 +182,18 @@ class SQLiteRecorder(Recorder):
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._writer = await self._connect()
         if migrate:
-            await self._writer.executescript(SCHEMA)
-            await self._migrate()
-            await self._writer.executescript(INDEXES)
+            with unavailable_on(is_outage):
+                await self._create_or_migrate()
         elif (found := await self._version()) != SCHEMA_VERSION:
             await self.close()
             raise out_of_date(found)
         self._reader = await self._connect() if self.path != ":memory:" else self._writer
+
+    async def _create_or_migrate(self) -> None:
+        async with self._exclusive():  # another process may be creating the same file
+            await self._writer.executescript(SCHEMA)
+            await self._migrate()
+            await self._writer.executescript(INDEXES)
 
     async def _version(self) -> int:
         await self._writer.execute(SCHEMA_VERSIONS)  # an empty table is version 0: nothing to do
@@ -235,6 +244,19 @@ class SQLiteRecorder(Recorder):
         for db in {id(c): c for c in (self._reader, self._writer) if c}.values():
             await db.close()
         self._writer = self._reader = None
+        if self._file_lock:
+            self._file_lock.close()
+
+    @contextlib.asynccontextmanager
+    async def _exclusive(self) -> AsyncIterator[None]:
+        """This recorder's turn to write, and then this process's (in that order: a process
+        queues in the kernel once, not once per waiting task); bounded by the timeout."""
+        async with self._write_lock:
+            if self._file_lock is None:
+                yield
+                return
+            async with self._file_lock.held(self._timeout_s):
+                yield
 
     async def append(self, units: Sequence[Append]) -> list[Outcome]:
         # OverflowError: a value beyond SQLite's 64-bit INTEGER.
@@ -242,7 +264,7 @@ class SQLiteRecorder(Recorder):
 
     @reporting_outages(is_outage)
     async def _locked_append(self, units: Sequence[Append]) -> list[Outcome]:
-        async with self._write_lock:
+        async with self._exclusive():
             return await self._append_in_transaction(units)
 
     async def _append_in_transaction(self, units: Sequence[Append]) -> list[Outcome]:
@@ -312,13 +334,13 @@ class SQLiteRecorder(Recorder):
 
     @reporting_outages(is_outage)
     async def remove_text(self, before_us: int, now_us: int, limit: int = 1000) -> int:
-        async with self._write_lock:
+        async with self._exclusive():
             cursor = await self._writer.execute(REMOVE_TEXT, (now_us, before_us, limit))
             return cursor.rowcount
 
     @reporting_outages(is_outage)
     async def rebuild(self, batches: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
-        async with self._write_lock:
+        async with self._exclusive():
             db = self._writer
             await db.execute("BEGIN IMMEDIATE")
             try:
@@ -354,6 +376,10 @@ class SQLiteRecorder(Recorder):
 
 class _ScratchSQLiteRecorder(SQLiteRecorder):
     """A throwaway store for verification; its file is removed when it is closed."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self._file_lock = None  # nobody else knows the file: no other process writes it
 
     async def _connect(self) -> aiosqlite.Connection:
         db = await aiosqlite.connect(self.path, isolation_level=None)
