@@ -1,0 +1,100 @@
+"""The gateway under test, in each configuration, and the fake upstream in front of which it runs.
+
+The gateway is the real console script (`gateway serve`) with a config file of its own, its
+ledger durable, logging and metrics on as in production (its JSON log goes to a file).
+"""
+
+import contextlib
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from bench import ledger_check, procs
+from bench.fake_upstream import READY_EVENT as UPSTREAM_READY
+
+UPSTREAM_KEY = "bench-upstream-key"
+CREDITS_INR = "100000000"
+
+
+@dataclass(frozen=True)
+class Setup:
+    title: str
+    backend: str  # "sqlite" | "postgres"
+    workers: int
+
+
+CONFIGS = {"sqlite1": Setup("SQLite, one process", "sqlite", 1),
+           "sqlite2": Setup("SQLite, `--workers 2`", "sqlite", 2),
+           "pg2": Setup("PostgreSQL, `--workers 2`", "postgres", 2)}
+
+
+@dataclass(frozen=True)
+class Target:
+    """What load is aimed at: a base URL, the key to send, and the process (with its descendants)
+    whose CPU time is counted."""
+    url: str
+    key: str
+    pid: int
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A configuration ready to serve: its fresh ledger, config file and a funded org's key."""
+    name: str
+    ledger_url: str
+    config: Path
+    key: str
+
+
+@contextlib.contextmanager
+def fake_upstream(tmp: Path, name: str, *options: str) -> Iterator[tuple[subprocess.Popen, Target]]:
+    command = [procs.PYTHON, "-m", "bench.fake_upstream", *options]
+    with procs.running(command, tmp / f"{name}.log", UPSTREAM_READY, procs.clean_env()) as (process, url):
+        yield process, Target(url, UPSTREAM_KEY, process.pid)
+
+
+def gateway_toml(ledger_url: str, upstream_url: str, workers: int) -> str:
+    return (f'[server]\nhost = "127.0.0.1"\nport = 0\nworkers = {workers}\n\n'
+            f'[ledger]\nurl = "{ledger_url}"\n\n'
+            f'[providers.openai]\nbase_url = "{upstream_url}/v1"\napi_key = "{UPSTREAM_KEY}"\n')
+
+
+def create_org(config: Path) -> str:
+    """A new org with plenty of credit; its API key."""
+    out = subprocess.run([procs.GATEWAY, "admin", "create-org", "bench", "--credits-inr", CREDITS_INR,
+                          "--config", str(config)], cwd=procs.ROOT, env=procs.clean_env(),
+                         capture_output=True, text=True, check=True).stdout
+    return orjson.loads(out.strip().splitlines()[-1])["api_key"]
+
+
+@contextlib.contextmanager
+def ledger_url(setup: Setup, tmp: Path, name: str) -> Iterator[str]:
+    """A fresh ledger: a SQLite file in `tmp`, or a PostgreSQL schema dropped afterwards."""
+    if setup.backend == "postgres":
+        with ledger_check.postgres_ledger() as url:
+            yield url
+    else:
+        yield f"sqlite:///{tmp}/{name}.db"
+
+
+@contextlib.contextmanager
+def prepared(name: str, upstream_url: str, tmp: Path) -> Iterator[Prepared]:
+    """Configuration `name` on a fresh ledger with one funded org, for the block (a PostgreSQL
+    schema is dropped after it, so check the ledger inside it, once the gateway has stopped)."""
+    setup = CONFIGS[name]
+    with ledger_url(setup, tmp, name) as url:
+        config = tmp / f"{name}.toml"
+        config.write_text(gateway_toml(url, upstream_url, setup.workers))
+        yield Prepared(name, url, config, create_org(config))
+
+
+@contextlib.contextmanager
+def serving(ready: Prepared) -> Iterator[Target]:
+    """`gateway serve` for the block; stopped (SIGTERM, in-flight requests finish) after it."""
+    command = [procs.GATEWAY, "serve", "--config", str(ready.config)]
+    log = ready.config.with_suffix(".log")
+    with procs.running(command, log, "gateway_ready", procs.clean_env()) as (process, url):
+        yield Target(url, ready.key, process.pid)
