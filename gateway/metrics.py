@@ -46,19 +46,23 @@ class Metrics:
         self.backlog = Gauge("gateway_ledger_backlog", "Appends waiting to commit", registry=r,
                              multiprocess_mode="livesum")
 
+        self._requests, self._latency, self._upstream = Children(self.requests), Children(self.latency), \
+            Children(self.upstream)
+        self._tokens, self._cost = Children(self.tokens), Children(self.cost)
+
     def observe_request(self, request: web.Request, status: int, seconds: float, fields: dict) -> None:
         resource = request.match_info.route.resource
         labels = (resource.canonical if resource else "unmatched", fields.get("model", ""),
                   structlog.contextvars.get_contextvars().get("provider", ""), str(status))
-        self.requests.labels(*labels).inc()
-        self.latency.labels(*labels).observe(seconds)
+        self._requests(labels).inc()
+        self._latency(labels).observe(seconds)
 
     def observe_charge(self, model: str, provider: str, prompt: int, completion: int, inr: float) -> None:
         # A counter refuses to go down; a negative amount (the ledger refuses those too) is not
         # counted rather than raised after the charge was committed.
-        self.tokens.labels(model, provider, "prompt").inc(max(prompt, 0))
-        self.tokens.labels(model, provider, "completion").inc(max(completion, 0))
-        self.cost.labels(model, provider).inc(max(inr, 0.0))
+        self._tokens((model, provider, "prompt")).inc(max(prompt, 0))
+        self._tokens((model, provider, "completion")).inc(max(completion, 0))
+        self._cost((model, provider)).inc(max(inr, 0.0))
 
     def observe_batch(self, size: int, seconds: float, waiting: int) -> None:
         self.batch.observe(size)
@@ -67,7 +71,7 @@ class Metrics:
 
     def observe_upstream(self, provider: str, status: int, seconds: float) -> None:
         """A provider's time to its response headers (gateway.providers.http.Upstream)."""
-        self.upstream.labels(provider, str(status)).observe(seconds)
+        self._upstream((provider, str(status))).observe(seconds)
 
     async def render(self, recorder: Recorder) -> bytes:
         registry = CollectorRegistry()
@@ -86,6 +90,22 @@ class Metrics:
         [(due,)] = await recorder.fetch(HOSTED_DUE, (cutoff,))
         [(expired,)] = await recorder.fetch("SELECT COUNT(*) FROM media_expired")
         return due, expired
+
+
+class Children:
+    """A labelled metric's children by their label values. prometheus_client's labels() checks
+    and locks on every call; here each child is looked up there once. Holds no more children
+    than the metric itself does."""
+
+    def __init__(self, metric: Counter | Histogram) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], Counter | Histogram] = {}
+
+    def __call__(self, labels: tuple[str, ...]) -> Counter | Histogram:
+        child = self._children.get(labels)
+        if child is None:
+            child = self._children[labels] = self._metric.labels(*labels)
+        return child
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
