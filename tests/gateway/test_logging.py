@@ -9,7 +9,8 @@ import aiohttp
 import pytest
 
 from support import PROVIDER_KEY, auth, decimal_json
-from gateway.logs import mask_secrets, redact_secrets
+from gateway.logs import Redacting, mask_secrets, redact_secrets
+from gateway.redaction import Redactor
 from gateway_helpers import (
     chat_body, clean_env, gateway_process, json_lines, ledger_toml, one_json_object, run_cli,
     write_config,
@@ -162,6 +163,15 @@ def test_redact_secrets_leaves_the_callers_dict_alone():
     event = {"key": "gwk_abcdefgh12345"}
     redact_secrets(None, "info", event)
     assert event == {"key": "gwk_abcdefgh12345"}
+
+
+def test_redacting_checks_the_whole_line_at_once_yet_masks_only_the_fields_holding_a_key():
+    process = Redacting(Redactor(["plain-operator-secret-99"]))
+    clean = {"event": "request", "route": "/v1/chat/completions", "org_id": "org_1", "status": 200,
+             "model": "gpt-4o-mini", "note": "bearer"}  # "bearer" with no token after it is no key
+    assert process(None, "info", dict(clean)) == clean
+    line = process(None, "info", {**clean, "detail": "got plain-operator-secret-99", "echo": "sk-abcdefgh12345678"})
+    assert line == {**clean, "detail": "got [redacted]", "echo": "[redacted]"}
 
 
 def test_mask_secrets_keeps_short_lookalikes():
