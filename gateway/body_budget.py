@@ -35,6 +35,11 @@ class BodyBudget:
     async def take(self, size: int) -> None:
         """Hold `size` more bytes: at once if they fit, after others are given back if that
         happens within `wait_s`, else 503."""
+        if self.used + size > self.max_bytes:  # only then is a timer worth arming
+            await self._room_for(size)
+        self.used += size
+
+    async def _room_for(self, size: int) -> None:
         try:
             async with asyncio.timeout(self.wait_s):
                 while self.used + size > self.max_bytes:
@@ -42,7 +47,6 @@ class BodyBudget:
                     await self._freed.wait()
         except TimeoutError:
             raise server_busy() from None
-        self.used += size
 
     def give_back(self, size: int) -> None:
         self.used -= size
