@@ -21,6 +21,7 @@ import msgspec
 
 from ledger import projections
 from ledger.events import decode_event
+from ledger.pg_writes import Run, SetWriter, numbered
 from ledger.recorder import (
     CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, CorruptEvent, Outcome, Recorded, Recorder,
     Secret, accepted, held_by, isolating_rejections, out_of_date, plan,
@@ -28,6 +29,8 @@ from ledger.recorder import (
 from ledger.timeouts import CONNECT_TIMEOUT_S, STATEMENT_TIMEOUT_S, unavailable_on
 
 APPEND_LOCK = 7_381_446_205_117  # pg_advisory_xact_lock key: one writer of the log at a time
+# An append's first round trip: its transaction and the lock (see the module doc), no parameters.
+BEGIN_APPEND = f"BEGIN; SELECT pg_advisory_xact_lock({APPEND_LOCK})"
 SCHEMA_LOCK = APPEND_LOCK + 1  # concurrent CREATE ... IF NOT EXISTS can still collide
 
 BIG = "BIGINT NOT NULL"
@@ -86,16 +89,24 @@ CREATE INDEX IF NOT EXISTS music_tracks_hosted ON music_tracks (created_at_us)
     WHERE storage = 's3' AND error = 0 AND expired_at_us IS NULL;
 CREATE INDEX IF NOT EXISTS content_kept ON content (created_at_us) WHERE body IS NOT NULL;
 """ + projections.REQUEST_LOG_FILTERS
+# Written like the projections (qmark, one row) so that ledger.pg_writes applies them as sets too.
 INSERT_EVENT = ("INSERT INTO events (position, stream_id, version, type, recorded_at_us, data, hash)"
-                " VALUES ($1, $2, $3, $4, $5, $6, $7)")
-INSERT_CONTENT = ("INSERT INTO content (content_id, stream_id, sha256, body, created_at_us)"
-                  " VALUES ($1, $2, $3, $4, $5)")
-PUT_SECRET = ("INSERT INTO secrets (stream_id, name, sealed) VALUES ($1, $2, $3)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)")
+INSERT_CONTENT = "INSERT INTO content (content_id, stream_id, sha256, body, created_at_us) VALUES (?, ?, ?, ?, ?)"
+PUT_SECRET = ("INSERT INTO secrets (stream_id, name, sealed) VALUES (?, ?, ?)"
               " ON CONFLICT (stream_id, name) DO UPDATE SET sealed = excluded.sealed")
-DROP_SECRET = "DELETE FROM secrets WHERE stream_id = $1 AND name = $2"
+DROP_SECRET = "DELETE FROM secrets WHERE stream_id = ? AND name = ?"
 SELECT_EVENTS = "SELECT position, stream_id, version, recorded_at_us, type, data, hash FROM events"
-HEADS = ("SELECT DISTINCT ON (stream_id) stream_id, version, hash FROM events"
-         " WHERE stream_id = ANY($1::text[]) ORDER BY stream_id, version DESC")
+# Everything plan() needs, read in one round trip once the lock is held (a statement of its own, so
+# its snapshot is taken after the lock): each stream's head (one index probe per stream, however
+# long the stream), the last position, and the available balance of each org taking a hold.
+READ_UNDER_LOCK = (
+    "SELECT 'head', s.stream_id, e.version, e.hash FROM unnest($1::text[]) AS s(stream_id)"
+    " CROSS JOIN LATERAL (SELECT version, hash FROM events WHERE stream_id = s.stream_id"
+    " ORDER BY version DESC LIMIT 1) AS e"
+    " UNION ALL SELECT 'last', NULL, COALESCE(MAX(position), 0), NULL FROM events"
+    f" UNION ALL SELECT 'available', org_id, {projections.AVAILABLE}, NULL FROM orgs"
+    " WHERE org_id = ANY($2::text[])")
 REMOVE_TEXT = ("UPDATE content SET body = NULL, removed_at_us = $1 WHERE content_id IN"
                " (SELECT content_id FROM content WHERE body IS NOT NULL AND created_at_us < $2"
                " ORDER BY created_at_us LIMIT $3)")
@@ -105,13 +116,6 @@ REJECTIONS = (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError, Over
 OUTAGES = (OSError, TimeoutError, asyncpg.PostgresConnectionError, asyncpg.OperatorInterventionError,
            asyncpg.InsufficientResourcesError)
 MIGRATE_TIMEOUT_S = 600.0  # a schema upgrade backfills projections: it may take a while, once
-_QMARK = re.compile(r"\?")
-
-
-def numbered(sql: str) -> str:
-    """qmark placeholders (the portable form the projections use) as PostgreSQL's $1, $2, ..."""
-    counter = iter(range(1, sql.count("?") + 1))
-    return _QMARK.sub(lambda _: f"${next(counter)}", sql)
 
 
 def dsn_and_schema(url: str) -> tuple[str, str]:
@@ -146,6 +150,7 @@ class PostgresRecorder(Recorder):
         self._timeout_s, self._connect_timeout_s = timeout_s, connect_timeout_s
         self._pool: asyncpg.Pool | None = None
         self._sql: dict[str, str] = {}  # qmark SQL -> numbered, converted once
+        self._sets = SetWriter()
         # The connection of the snapshot the current task is in, if any.
         self._snapshot: contextvars.ContextVar[asyncpg.Connection | None] = contextvars.ContextVar(
             f"snapshot-{id(self)}", default=None)
@@ -158,7 +163,8 @@ class PostgresRecorder(Recorder):
         with unavailable_on(is_outage):
             self._pool = await asyncpg.create_pool(
                 self._dsn, min_size=1, max_size=self._pool_size, timeout=self._connect_timeout_s,
-                command_timeout=self._timeout_s, server_settings={"search_path": self.schema})
+                command_timeout=self._timeout_s, server_settings={"search_path": self.schema},
+                reset=_keep_session)
         async with self._connection() as db, db.transaction():
             await db.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK, timeout=MIGRATE_TIMEOUT_S)
             found = await self._version(db)
@@ -210,37 +216,32 @@ class PostgresRecorder(Recorder):
         return await isolating_rejections(units, self._append_in_transaction, REJECTIONS)
 
     async def _append_in_transaction(self, units: Sequence[Append]) -> list[Outcome]:
-        async with self._connection() as db, db.transaction():
-            await db.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)  # see the module doc
-            heads = {s: (v, bytes(h)) for s, v, h in await db.fetch(HEADS, list({u.stream_id for u in units}))}
-            last = await db.fetchval("SELECT COALESCE(MAX(position), 0) FROM events")
-            outcomes = plan(units, heads, last, available=await self._available(db, units))
+        """Four round trips, whatever the batch: BEGIN with the lock, the reads plan() needs,
+        every write (ledger.pg_writes), COMMIT."""
+        async with self._connection() as db, _append_transaction(db):
+            heads, last, available = await _read_under_lock(db, units)
+            outcomes = plan(units, heads, last, available=available)
             await self._write(db, list(accepted(units, outcomes)))
         return outcomes
 
-    async def _available(self, db: asyncpg.Connection, units: Sequence[Append]) -> dict[str, int]:
-        orgs = list({u.stream_id for u in units if held_by(u)})
-        if not orgs:
-            return {}
-        rows = await db.fetch(f"SELECT org_id, {projections.AVAILABLE} FROM orgs WHERE org_id = ANY($1::text[])", orgs)
-        return {org: available for org, available in rows}
-
     async def _write(self, db: asyncpg.Connection, units: list[tuple[Append, list[Recorded]]]) -> None:
         recorded = [r for _, rs in units for r in rs]
-        await db.executemany(INSERT_EVENT, [
-            (r.position, r.stream_id, r.version, r.kind, r.recorded_at_us, r.data, r.hash) for r in recorded])
+        runs: list[Run] = [(INSERT_EVENT, [
+            (r.position, r.stream_id, r.version, r.kind, r.recorded_at_us, r.data, r.hash) for r in recorded])]
         contents = [(c.content_id, u.stream_id, c.sha256, c.body, rs[0].recorded_at_us)
                     for u, rs in units for c in u.contents]
         if contents:
-            await db.executemany(INSERT_CONTENT, contents)
-        for unit, _ in units:
-            for secret in unit.secrets:
-                await db.execute(*_secret_statement(unit.stream_id, secret))
-        await self._project(db, recorded)
+            runs.append((INSERT_CONTENT, contents))
+        runs += [_secret_run(unit.stream_id, secret) for unit, _ in units for secret in unit.secrets]
+        await self._apply(db, runs + projections.grouped(recorded))
 
-    async def _project(self, db: asyncpg.Connection, recorded: list[Recorded]) -> None:
-        for sql, params in projections.grouped(recorded):
-            await db.executemany(self._numbered(sql), params)
+    async def _apply(self, db: asyncpg.Connection, runs: list[Run]) -> None:
+        await self._sets.learn(db, runs)
+        for step in self._sets.steps(runs):
+            if step.many:
+                await db.executemany(step.sql, step.args)
+            else:
+                await db.execute(step.sql, *step.args)
 
     @contextlib.asynccontextmanager
     async def _reader(self) -> AsyncIterator[asyncpg.Connection]:
@@ -277,7 +278,7 @@ class PostgresRecorder(Recorder):
             if reset:
                 await db.execute(f"TRUNCATE {', '.join(projections.TABLES)}")
             async for batch in batches:
-                await self._project(db, batch)
+                await self._apply(db, projections.grouped(batch))
 
     @contextlib.asynccontextmanager
     async def snapshot(self) -> AsyncIterator[None]:
@@ -293,10 +294,44 @@ class PostgresRecorder(Recorder):
         return _ScratchPostgresRecorder(self._dsn, f"replay_{uuid.uuid4().hex[:16]}", pool_size=2)
 
 
-def _secret_statement(stream_id: str, secret: Secret) -> tuple:
+def _secret_run(stream_id: str, secret: Secret) -> Run:
     if secret.sealed is None:
-        return DROP_SECRET, stream_id, secret.name
-    return PUT_SECRET, stream_id, secret.name, secret.sealed
+        return DROP_SECRET, [(stream_id, secret.name)]
+    return PUT_SECRET, [(stream_id, secret.name, secret.sealed)]
+
+
+async def _keep_session(db: asyncpg.Connection) -> None:
+    """What a connection going back to the pool needs beyond asyncpg's own rollback of an open
+    transaction: nothing, since no session state is ever set (no SET, LISTEN, cursor or session
+    lock). asyncpg's default would send a reset query, a round trip on every release."""
+
+
+@contextlib.asynccontextmanager
+async def _append_transaction(db: asyncpg.Connection) -> AsyncIterator[None]:
+    """A transaction holding the append lock: BEGIN and the lock in one round trip, then COMMIT
+    (a failed statement: ROLLBACK; cancelled mid-statement: the connection is dropped)."""
+    await db.execute(BEGIN_APPEND)
+    try:
+        yield
+    except asyncio.CancelledError:
+        db.terminate()
+        raise
+    except Exception as exc:
+        if not is_outage(exc):  # an outage's connection is dropped by _connection
+            await db.execute("ROLLBACK")
+        raise
+    await db.execute("COMMIT")
+
+
+async def _read_under_lock(db: asyncpg.Connection, units: Sequence[Append]
+                           ) -> tuple[dict[str, tuple[int, bytes]], int, dict[str, int]]:
+    """Each stream's head, the last position, and each holding org's available balance."""
+    rows = await db.fetch(READ_UNDER_LOCK, list({u.stream_id for u in units}),
+                          list({u.stream_id for u in units if held_by(u)}))
+    heads = {stream: (version, bytes(digest)) for kind, stream, version, digest in rows if kind == "head"}
+    available = {org: amount for kind, org, amount, _ in rows if kind == "available"}
+    last = next(value for kind, _, value, _ in rows if kind == "last")
+    return heads, last, available
 
 
 class _ScratchPostgresRecorder(PostgresRecorder):

@@ -4,7 +4,7 @@ Both backends run exactly these statements, inside the transaction that records 
 (and again, from events alone, on replay), so the tables are a pure function of the log.
 """
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from ledger.events import (
@@ -91,7 +91,7 @@ SET_KEY_LIMITS = (
     " tokens_per_minute = excluded.tokens_per_minute")
 SET_RETENTION = "UPDATE orgs SET retention = ? WHERE org_id = ?"
 ADD_CREDITS = "UPDATE orgs SET credits_inr_nano = credits_inr_nano + ? WHERE org_id = ?"
-ADD_SPEND = ("UPDATE orgs SET spent_inr_nano = spent_inr_nano + ?, requests = requests + 1"
+ADD_SPEND = ("UPDATE orgs SET spent_inr_nano = spent_inr_nano + ?, requests = requests + ?"
              " WHERE org_id = ?")
 INSERT_KEY = ("INSERT INTO api_keys (key_id, org_id, key_hash, prefix, name, admin,"
               " created_at_us, revoked_at_us) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)")
@@ -146,7 +146,7 @@ def statements(recorded: Recorded) -> list[Statement]:
         case ApiKeyRevoked(key_id=key_id):
             return [Statement(UPDATE, REVOKE_KEY, (at, key_id, org))]
         case RequestCompleted() as e:
-            return [Statement(UPDATE, ADD_SPEND, (e.charged_inr_nano, org)),
+            return [Statement(UPDATE, ADD_SPEND, (e.charged_inr_nano, 1, org)),
                     Statement(LOG, INSERT_REQUEST, _request_row(recorded, e)),
                     Statement(TOUCH, TOUCH_KEY, (at, e.key_id, org, at)),
                     Statement(ROLLUP, ADD_DAILY_USAGE, _usage_row(recorded, e))]
@@ -209,23 +209,43 @@ def grouped(recorded: Iterable[Recorded]) -> list[tuple[str, list[tuple]]]:
     return runs
 
 
+def _sum(rows: list[tuple], key: slice) -> tuple:
+    """Additions to one row summed (the parameters naming the row kept as they are)."""
+    return tuple(column[0] if key.start <= i < key.stop else sum(column) for i, column in enumerate(zip(*rows)))
+
+
+def _latest(rows: list[tuple], key: slice) -> tuple:
+    return max(rows)  # TOUCH_KEY's parameters start with the instant
+
+
+# Statements whose rows of one batch fold into one per row they change, the tables coming out the
+# same (additions add up, a key's last use is the latest): the parameters naming the row, and how
+# the parameters of all of a row's statements combine. A run of them changes each row once, so it
+# can also be applied as one set (see ledger.pg_writes).
+FOLDED: dict[str, tuple[slice, Callable[[list[tuple], slice], tuple]]] = {
+    ADD_SPEND: (slice(2, 3), _sum), ADD_HELD: (slice(1, 2), _sum), ADD_CREDITS: (slice(1, 2), _sum),
+    ADD_DAILY_USAGE: (slice(0, 5), _sum), TOUCH_KEY: (slice(1, 3), _latest),
+}
+
+
 def _merged(ordered: list[Statement]) -> list[Statement]:
-    """The batch's rollup rows summed per key and its repeated key touches dropped: the tables
-    come out the same, with one write per row instead of one per request. TOUCH and ROLLUP are
-    the last phases, so moving them to the end keeps the order."""
-    sums: dict[tuple, tuple] = {}
-    touches: dict[tuple, None] = {}
-    rest = []
+    """Folded statements (FOLDED) merged per row, at the place of the row's first statement:
+    one write per row instead of one per event. They add (or keep the latest instant), so they
+    commute with the rest of their phase and moving one up to its row's first changes nothing."""
+    merged: list[Statement | list[tuple]] = []  # a folded row: the parameters of its statements
+    folds: dict[tuple, tuple[int, Statement]] = {}  # (sql, the row's key) -> where its params gather
     for statement in ordered:
-        if statement.sql == ADD_DAILY_USAGE:
-            key, amounts = statement.params[:5], statement.params[5:]
-            sums[key] = tuple(map(sum, zip(sums.get(key, (0,) * len(amounts)), amounts)))
-        elif statement.sql == TOUCH_KEY:
-            touches[statement.params] = None
+        if (folding := FOLDED.get(statement.sql)) is None:
+            merged.append(statement)
+        elif (slot := (statement.sql, statement.params[folding[0]])) in folds:
+            merged[folds[slot][0]].append(statement.params)
         else:
-            rest.append(statement)
-    return [*rest, *(Statement(TOUCH, TOUCH_KEY, params) for params in touches),
-            *(Statement(ROLLUP, ADD_DAILY_USAGE, key + amounts) for key, amounts in sums.items())]
+            folds[slot] = (len(merged), statement)
+            merged.append([statement.params])
+    for index, first in folds.values():
+        key, combine = FOLDED[first.sql]
+        merged[index] = first._replace(params=combine(merged[index], key))
+    return merged
 
 
 def select_all(table: str) -> str:
