@@ -201,11 +201,11 @@ def grouped(recorded: Iterable[Recorded]) -> list[tuple[str, list[tuple]]]:
     """The statements for a batch, phase-ordered and merged into (sql, [params]) runs."""
     ordered = sorted((s for r in recorded for s in statements(r)), key=lambda s: s.phase)
     runs: list[tuple[str, list[tuple]]] = []
-    for statement in _merged(ordered):
-        if runs and runs[-1][0] == statement.sql:
-            runs[-1][1].append(statement.params)
+    for sql, params in _merged(ordered):
+        if runs and runs[-1][0] == sql:
+            runs[-1][1].append(params)
         else:
-            runs.append((statement.sql, [statement.params]))
+            runs.append((sql, [params]))
     return runs
 
 
@@ -228,24 +228,28 @@ FOLDED: dict[str, tuple[slice, Callable[[list[tuple], slice], tuple]]] = {
 }
 
 
-def _merged(ordered: list[Statement]) -> list[Statement]:
-    """Folded statements (FOLDED) merged per row, at the place of the row's first statement:
-    one write per row instead of one per event. They add (or keep the latest instant), so they
-    commute with the rest of their phase and moving one up to its row's first changes nothing."""
-    merged: list[Statement | list[tuple]] = []  # a folded row: the parameters of its statements
-    folds: dict[tuple, tuple[int, Statement]] = {}  # (sql, the row's key) -> where its params gather
+def _merged(ordered: list[Statement]) -> list[tuple[str, tuple]]:
+    """(sql, params) in order, folded statements (FOLDED) merged to one per row they change, all
+    of a batch's gathered where the first of their kind falls: one write per row instead of one per
+    event. They add (or keep the latest instant), so they commute with every other statement of
+    their phase and moving them up changes nothing."""
+    merged: list[tuple[str, tuple] | str] = []  # a folded statement's place: its SQL alone
+    gathered: dict[str, dict[tuple, list[tuple]]] = {}  # folded SQL -> the row's key -> params
     for statement in ordered:
         if (folding := FOLDED.get(statement.sql)) is None:
-            merged.append(statement)
-        elif (slot := (statement.sql, statement.params[folding[0]])) in folds:
-            merged[folds[slot][0]].append(statement.params)
-        else:
-            folds[slot] = (len(merged), statement)
-            merged.append([statement.params])
-    for index, first in folds.values():
-        key, combine = FOLDED[first.sql]
-        merged[index] = first._replace(params=combine(merged[index], key))
-    return merged
+            merged.append((statement.sql, statement.params))
+            continue
+        if statement.sql not in gathered:
+            gathered[statement.sql] = {}
+            merged.append(statement.sql)
+        gathered[statement.sql].setdefault(statement.params[folding[0]], []).append(statement.params)
+    return [pair for item in merged for pair in
+            ([item] if isinstance(item, tuple) else _folded(item, gathered[item].values()))]
+
+
+def _folded(sql: str, rows: Iterable[list[tuple]]) -> list[tuple[str, tuple]]:
+    key, combine = FOLDED[sql]
+    return [(sql, combine(params, key)) for params in rows]
 
 
 def select_all(table: str) -> str:
