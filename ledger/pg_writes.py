@@ -76,6 +76,7 @@ class SetWriter:
     def __init__(self) -> None:
         self._types: dict[str, tuple[str, ...]] = {}
         self._composed: dict[tuple[str, ...], str | None] = {}  # statements in a group -> its SQL
+        self._tables: dict[str, frozenset[str]] = {}
 
     async def learn(self, db: asyncpg.Connection, runs: Sequence[Run]) -> None:
         """Ask the database the parameter types of statements not seen before."""
@@ -105,11 +106,15 @@ class SetWriter:
             self._composed[(sql,)] = self._compose((sql,))
         return self._composed[(sql,)] is not None
 
-    @staticmethod
-    def _joins(group: Sequence[Run], sql: str) -> bool:
+    def _joins(self, group: Sequence[Run], sql: str) -> bool:
         """Whether `sql` may share the group's statement: one table, which no run there names."""
-        tables = tables_in(sql)
-        return len(tables) == 1 and not any(tables & tables_in(other) for other, _ in group)
+        tables = self._tables_in(sql)
+        return len(tables) == 1 and not any(tables & self._tables_in(other) for other, _ in group)
+
+    def _tables_in(self, sql: str) -> frozenset[str]:
+        if sql not in self._tables:
+            self._tables[sql] = tables_in(sql)
+        return self._tables[sql]
 
     def _together(self, group: Sequence[Run]) -> Step:
         """One statement applying every run of `group` as a set."""
