@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser run test fuzz bench clean
+.PHONY: install browser wrk run test fuzz bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,14 +19,16 @@ run: install  ## the gateway + upstream simulator on the embedded default; print
 browser:  ## Debian's Chromium for tests/browser, when missing (without it they skip; in CI they fail)
 	@bash .ci/install-chromium || echo "Chromium is not installed: the browser tests will skip (and fail in CI)"
 
-test: install browser  ## every test, against real sockets, SQLite files, services and a real browser
+test: install browser wrk  ## every test, against real sockets, SQLite files, services and a real browser
 	$(PY) -m pytest
 
 fuzz: install  ## a longer soak of the fuzz suite (make test runs a short one); FUZZ_EXAMPLES cases per route and mode
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-400} $(PY) -m pytest tests/robustness/test_fuzz.py -q
 
-bench: install  ## benchmarks (not part of the test run); installs Debian's wrk when missing
-	@command -v wrk >/dev/null || apt-get install -y wrk || sudo apt-get install -y wrk
+wrk:  ## Debian's wrk (the scale benchmark's load generator), when missing (without it tests/test_bench_scale.py skips; in CI it fails)
+	@command -v wrk >/dev/null || apt-get install -y wrk || sudo apt-get install -y wrk || echo "wrk is not installed"
+
+bench: install wrk  ## benchmarks (not part of the test run)
 	$(PY) -m bench.scale
 	$(PY) -m bench.gateway_throughput
 	$(PY) -m bench.log_pages

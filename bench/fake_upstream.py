@@ -3,10 +3,10 @@ what gets measured (the simulator is richer and slower; it is not used here).
 
 POST /v1/chat/completions answers one constant `chat.completion` with usage. A body asking for
 `"stream": true` gets an SSE stream instead: a role chunk, --chunks token chunks, a finish chunk,
-a usage chunk and `[DONE]`, each written on its own. --hold-s keeps every stream open that long
-after its first chunk (the open-streams memory run).
+a usage chunk and `[DONE]`, each written on its own. A stream whose prompt contains `[hold]` is
+held open --hold-s seconds after its first chunk (the open-streams memory run).
 
-    python -m bench.fake_upstream [--port 0] [--chunks 16] [--hold-s 0]
+    python -m bench.fake_upstream [--port 0] [--chunks 16] [--hold-s 3600]
 
 Prints one JSON line {"event": "fake_upstream_ready", "url": ...} on stdout once it listens.
 """
@@ -22,6 +22,7 @@ from aiohttp import web
 READY_EVENT = "fake_upstream_ready"
 # The body is never decoded: a search of the raw bytes is enough to tell a stream apart.
 STREAM_FLAG = re.compile(rb'"stream"\s*:\s*true')
+HOLD_MARK = b"[hold]"
 HEAD = {"id": "chatcmpl-bench", "created": 1_700_000_000, "model": "gpt-4o-mini"}
 USAGE = {"prompt_tokens": 12, "completion_tokens": 16, "total_tokens": 28}
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -52,12 +53,13 @@ def make_app(chunks: int, hold_s: float) -> web.Application:
     body, events = completion_body(), stream_events(chunks)
 
     async def chat(request: web.Request) -> web.StreamResponse:
-        if not STREAM_FLAG.search(await request.read()):
+        raw = await request.read()
+        if not STREAM_FLAG.search(raw):
             return web.Response(body=body, content_type="application/json")
         response = web.StreamResponse(headers=SSE_HEADERS)
         await response.prepare(request)
         await response.write(events[0])
-        if hold_s:
+        if HOLD_MARK in raw:
             await asyncio.sleep(hold_s)
         for event in events[1:]:
             await response.write(event)
@@ -84,7 +86,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--chunks", type=int, default=16, help="token chunks per streamed answer")
-    parser.add_argument("--hold-s", type=float, default=0.0, help="pause of every stream after its first chunk")
+    parser.add_argument("--hold-s", type=float, default=3600.0,
+                        help="how long a stream asking for [hold] pauses after its first chunk")
     import uvloop
     uvloop.run(serve(parser.parse_args()))
 

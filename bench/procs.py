@@ -74,15 +74,15 @@ def process_tree(pid: int) -> list[int]:
     return found
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of `pid` and every descendant (all their threads), in seconds."""
-    ticks = 0
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(utime, stime) of `pid` and every descendant (all their threads), in seconds."""
+    user = system = 0
     for member in process_tree(pid):
         with contextlib.suppress(OSError):
             with open(f"/proc/{member}/stat") as stat:
                 fields = stat.read().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
-    return ticks / TICKS_PER_S
+            user, system = user + int(fields[11]), system + int(fields[12])  # fields 14 and 15
+    return user / TICKS_PER_S, system / TICKS_PER_S
 
 
 def rss_kib(pid: int) -> int:

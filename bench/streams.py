@@ -3,8 +3,8 @@
 closed: --connections keep-alive connections each send streamed requests back to back for
         --duration seconds; reports the time to the first SSE event (p50/p99), the whole stream's
         time, and SSE events relayed per second.
-hold:   opens --connections streams at once and keeps them open (the upstream must hold them,
-        bench.fake_upstream --hold-s); prints {"streams_open": N} once each has its first event,
+hold:   opens --connections streams at once and keeps them open (asking bench.fake_upstream to
+        hold them with `[hold]` in the prompt); prints {"streams_open": N} once each has its first event,
         then keeps them until stdin closes, so the caller can read the gateway's memory meanwhile.
 
     python -m bench.streams --url URL --key KEY [--mode closed|hold] [--connections 32] [--duration 8]
@@ -20,6 +20,7 @@ import orjson
 import uvloop
 
 from bench import http_wire
+from bench.fake_upstream import HOLD_MARK
 
 CHAT_PATH = "/v1/chat/completions"
 OPENING_AT_ONCE = 200  # connects in flight at once while opening many streams (listen backlogs)
@@ -41,8 +42,9 @@ class StreamCounter:
 
 
 def raw_request(args: argparse.Namespace) -> tuple[str, int, bytes]:
+    prompt = "benchmark prompt" + (f" {HOLD_MARK.decode()}" if args.mode == "hold" else "")
     body = orjson.dumps({"model": "gpt-4o-mini", "stream": True,
-                         "messages": [{"role": "user", "content": "benchmark prompt"}]})
+                         "messages": [{"role": "user", "content": prompt}]})
     return http_wire.post_request(args.url.rstrip("/") + CHAT_PATH, args.key, body)
 
 
