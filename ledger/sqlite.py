@@ -18,11 +18,11 @@ from pathlib import Path
 import aiosqlite
 import msgspec
 
-from ledger import projections
+from ledger import projections, sqlite_writes
 from ledger.events import decode_event
 from ledger.recorder import (
     CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, CorruptEvent, Outcome, Recorded, Recorder,
-    Secret, accepted, held_by, isolating_rejections, out_of_date, plan,
+    isolating_rejections, out_of_date,
 )
 from ledger.timeouts import STATEMENT_TIMEOUT_S, reporting_outages, unavailable_on
 from ledger import write_lock
@@ -104,10 +104,6 @@ CREATE INDEX IF NOT EXISTS music_tracks_hosted ON music_tracks (created_at_us)
 CREATE INDEX IF NOT EXISTS content_kept ON content (created_at_us) WHERE body IS NOT NULL;
 """
 
-INSERT_EVENT = ("INSERT INTO events (position, stream_id, version, type, recorded_at_us, data, hash)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)")
-INSERT_CONTENT = ("INSERT INTO content (content_id, stream_id, sha256, body, created_at_us)"
-                  " VALUES (?, ?, ?, ?, ?)")
 # Content written before it carried its time takes the time of the row that references it.
 BACKFILL_CONTENT_TIMES = (
     "ALTER TABLE content ADD COLUMN created_at_us INTEGER NOT NULL DEFAULT 0",
@@ -118,9 +114,6 @@ BACKFILL_CONTENT_TIMES = (
 REMOVE_TEXT = ("UPDATE content SET body = NULL, removed_at_us = ? WHERE content_id IN"
                " (SELECT content_id FROM content WHERE body IS NOT NULL AND created_at_us < ?"
                " ORDER BY created_at_us LIMIT ?)")
-PUT_SECRET = ("INSERT INTO secrets (stream_id, name, sealed) VALUES (?, ?, ?)"
-              " ON CONFLICT (stream_id, name) DO UPDATE SET sealed = excluded.sealed")
-DROP_SECRET = "DELETE FROM secrets WHERE stream_id = ? AND name = ?"
 SELECT_EVENTS = "SELECT position, stream_id, version, recorded_at_us, type, data, hash FROM events"
 _COLUMN_TYPES = (int, str, int, int, str, bytes, bytes)  # of a SELECT_EVENTS row
 # Result codes meaning the database cannot be used right now (still locked after the wait, disk
@@ -154,12 +147,6 @@ def _row_to_recorded(row: tuple) -> Recorded:
     except msgspec.DecodeError as exc:
         raise CorruptEvent(f"event at position {position} does not decode: {exc}") from exc
     return Recorded(position, stream_id, version, at, kind, event, data, digest)
-
-
-def _secret_statement(stream_id: str, secret: Secret) -> tuple[str, tuple]:
-    if secret.sealed is None:
-        return DROP_SECRET, (stream_id, secret.name)
-    return PUT_SECRET, (stream_id, secret.name, secret.sealed)
 
 
 class SQLiteRecorder(Recorder):
@@ -268,53 +255,16 @@ class SQLiteRecorder(Recorder):
             return await self._append_in_transaction(units)
 
     async def _append_in_transaction(self, units: Sequence[Append]) -> list[Outcome]:
-        db = self._writer
-        await db.execute("BEGIN IMMEDIATE")
+        # One call on the connection's thread for the whole transaction (aiosqlite's
+        # Connection._execute submits a plain function): one hop there and one back per batch.
+        transaction = asyncio.ensure_future(self._writer._execute(sqlite_writes.append, self._writer._conn, units))
         try:
-            heads = await self._heads({u.stream_id for u in units})
-            (last,), = await db.execute_fetchall("SELECT COALESCE(MAX(position), 0) FROM events")
-            outcomes = plan(units, heads, last, available=await self._available(units))
-            await self._write(list(accepted(units, outcomes)))
-            await db.commit()
-        except BaseException:
-            await db.rollback()
+            return await asyncio.shield(transaction)
+        except asyncio.CancelledError:
+            # The thread finishes it (commit or rollback) whatever we do: the write locks are let
+            # go only after that, so no other writer ever meets SQLite's own lock still held.
+            await asyncio.wait([transaction])
             raise
-        return outcomes
-
-    async def _available(self, units: Sequence[Append]) -> dict[str, int]:
-        """credits - spent - held of each org that some unit wants to hold credit for."""
-        orgs = {u.stream_id for u in units if held_by(u)}
-        if not orgs:
-            return {}
-        rows = await self._writer.execute_fetchall(
-            f"SELECT org_id, {projections.AVAILABLE} FROM orgs WHERE org_id IN"
-            f" ({','.join('?' * len(orgs))})", tuple(orgs))
-        return dict(rows)
-
-    async def _heads(self, streams: set[str]) -> dict[str, tuple[int, bytes]]:
-        # MAX(version) per named stream is an index lookup, so this costs O(streams), not O(events).
-        values = ",".join(["(?)"] * len(streams))
-        rows = await self._writer.execute_fetchall(
-            f"WITH s(id) AS (VALUES {values}) SELECT e.stream_id, e.version, e.hash FROM s"
-            " JOIN events e ON e.stream_id = s.id"
-            " AND e.version = (SELECT MAX(version) FROM events WHERE stream_id = s.id)",
-            tuple(streams))
-        return {stream: (version, digest) for stream, version, digest in rows}
-
-    async def _write(self, units: list[tuple[Append, list[Recorded]]]) -> None:
-        recorded = [r for _, rs in units for r in rs]
-        await self._writer.executemany(INSERT_EVENT, [
-            (r.position, r.stream_id, r.version, r.kind, r.recorded_at_us, r.data, r.hash)
-            for r in recorded])
-        contents = [(c.content_id, u.stream_id, c.sha256, c.body, rs[0].recorded_at_us)
-                    for u, rs in units for c in u.contents]
-        if contents:
-            await self._writer.executemany(INSERT_CONTENT, contents)
-        for unit, _ in units:
-            for secret in unit.secrets:
-                await self._writer.execute(*_secret_statement(unit.stream_id, secret))
-        for sql, params in projections.grouped(recorded):
-            await self._writer.executemany(sql, params)
 
     @reporting_outages(is_outage)
     async def read(self, after: int = 0, limit: int = 1000) -> list[Recorded]:

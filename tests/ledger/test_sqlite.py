@@ -1,7 +1,11 @@
 """The SQLite recorder: the shared contract, plus what only SQLite has (pragmas, files, URLs)."""
 
 import asyncio
+import fcntl
+import logging
+import os
 import sqlite3
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,7 +15,7 @@ from ledger import audit
 from ledger.sqlite import SQLiteRecorder, path_of
 from ledger.timeouts import STATEMENT_TIMEOUT_S
 from ledger.writer import GroupCommitWriter
-from ledger_helpers import POPULATED, append_ok, content, org, populate, request, run_sql, unit
+from ledger_helpers import POPULATED, append_ok, content, credits, hold, org, populate, request, run_sql, unit
 from recorder_contract import RecorderContract
 
 
@@ -145,3 +149,43 @@ async def test_opening_a_ledger_whose_content_has_no_times_backfills_them(ledger
         assert (await audit.verify(upgraded))[1] == []
     finally:
         await upgraded.close()
+
+
+async def test_an_append_batch_is_one_call_on_the_database_thread(sqlite_recorder, caplog):
+    # aiosqlite's thread logs each call it runs: a batch (holds, content, projections, commit)
+    # must be one of them, however many statements it takes.
+    await append_ok(sqlite_recorder, unit("acme", org(), credits(10**9)))
+    batch = [unit("acme", hold(f"h{n}", 10), request(f"r{n}", charged=1, content_id=f"c{n}"),
+                  contents=[content(f"c{n}", b"text")]) for n in range(20)]
+    with caplog.at_level(logging.DEBUG, logger="aiosqlite"):
+        outcomes = await append_ok(sqlite_recorder, *batch)
+    calls = [r for r in caplog.records if r.name == "aiosqlite" and r.getMessage().startswith("executing")]
+    assert len(calls) == 1
+    assert [r.position for rs in outcomes for r in rs] == list(range(3, 43))
+    assert await sqlite_recorder.fetch("SELECT held_inr_nano, requests FROM orgs") == [(200, 20)]
+
+
+async def test_a_cancelled_append_keeps_the_write_lock_until_its_transaction_has_ended(sqlite_recorder, ledger_path):
+    await append_ok(sqlite_recorder, unit("acme", org()))
+    busy = asyncio.ensure_future(sqlite_recorder._writer._execute(time.sleep, 0.3))  # the thread is busy
+    appending = asyncio.ensure_future(sqlite_recorder.append([unit("acme", request("r1"))]))
+    await asyncio.sleep(0.05)
+    appending.cancel()
+    await asyncio.sleep(0.05)
+    assert not appending.done() and not lock_is_free(ledger_path)  # its transaction has yet to run
+    with pytest.raises(asyncio.CancelledError):
+        await appending
+    await busy
+    assert lock_is_free(ledger_path) and not sqlite_recorder._writer._conn.in_transaction
+    assert len(await sqlite_recorder.read()) == 2  # the thread ran it to its end: here a commit
+
+
+def lock_is_free(ledger_path: Path) -> bool:
+    fd = os.open(f"{ledger_path}-lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
