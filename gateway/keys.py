@@ -2,6 +2,7 @@
 
 import hashlib
 import secrets
+import time
 
 KEY_PREFIX = "gwk_"
 
@@ -22,5 +23,8 @@ def display_prefix(key: str) -> str:
 
 
 def new_id(kind: str) -> str:
-    """An identifier such as org_3f2a..., key_..., req_..."""
-    return f"{kind}_{secrets.token_hex(12)}"
+    """An identifier such as org_3f2a..., key_..., req_...: 12 hex digits of the Unix time in
+    milliseconds, then 12 random ones (48 bits a millisecond: collisions are out of reach).
+    Time-ordered, so the ledger's indexes on ids take new rows at their right edge instead of
+    on a random page each (random ids doubled the pages a SQLite commit writes)."""
+    return f"{kind}_{time.time_ns() // 1_000_000:012x}{secrets.token_hex(6)}"

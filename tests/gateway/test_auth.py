@@ -9,7 +9,7 @@ import time
 
 from support import auth
 from gateway import admin
-from gateway.keys import KEY_PREFIX
+from gateway.keys import KEY_PREFIX, new_id
 from gateway_helpers import chat_body
 from ledger.backends import recorder_for
 
@@ -182,3 +182,14 @@ async def test_revocation_recorded_in_another_orgs_stream_does_not_revoke_the_ke
                                          "messages": [{"role": "user", "content": "x"}]},
                                          headers={"Authorization": f"Bearer {victim['api_key']}"})
     assert response.status == 200
+
+
+def test_ids_are_time_ordered_and_unique():
+    """Ids minted in a later millisecond sort after earlier ones (the ledger's id indexes then
+    grow at their right edge); within a millisecond 48 random bits keep them apart."""
+    first = [new_id("req") for _ in range(1000)]
+    time.sleep(0.002)
+    later = new_id("req")
+    assert len(set(first)) == 1000 and all(re.fullmatch(r"req_[0-9a-f]{24}", i) for i in first)
+    assert later > max(first)
+    assert abs(int(later[4:16], 16) - time.time_ns() // 1_000_000) < 1000
