@@ -17,7 +17,7 @@ run: install  ## the gateway + upstream simulator on the embedded default; print
 	$(VENV)/bin/gateway demo
 
 browser:  ## Debian's Chromium for tests/browser, when missing (without it they skip; in CI they fail)
-	@bash .ci/install-chromium || echo "Chromium is not installed: the browser tests will skip (and fail in CI)"
+	@bash .ci/apt-install chromium chromium || echo "Chromium is not installed: the browser tests will skip (and fail in CI)"
 
 test: install browser wrk  ## every test, against real sockets, SQLite files, services and a real browser
 	$(PY) -m pytest
@@ -26,7 +26,7 @@ fuzz: install  ## a longer soak of the fuzz suite (make test runs a short one); 
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-400} $(PY) -m pytest tests/robustness/test_fuzz.py -q
 
 wrk:  ## Debian's wrk (the scale benchmark's load generator), when missing (without it tests/test_bench_scale.py skips; in CI it fails)
-	@command -v wrk >/dev/null || apt-get install -y wrk || sudo apt-get install -y wrk || echo "wrk is not installed"
+	@bash .ci/apt-install wrk wrk || echo "wrk is not installed: tests/test_bench_scale.py will skip (and fail in CI)"
 
 bench: install wrk  ## benchmarks (not part of the test run)
 	$(PY) -m bench.scale
