@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.procs import GATEWAY, ROOT
+from bench import procs
 
 POSTGRES_DSN = "postgresql://postgres@127.0.0.1:5432/test"  # trust auth, as in tests/support.py
 COMPLETED = "SELECT COUNT(*) FROM events WHERE type = 'request_completed'"
@@ -55,8 +55,8 @@ def completed_events(ledger_url: str) -> int:
 
 def verify(config: Path) -> tuple[bool, str]:
     """`gateway ledger verify` on the configuration's ledger: (passed, its last line of output)."""
-    done = subprocess.run([GATEWAY, "ledger", "verify", "--config", str(config)], cwd=ROOT,
-                          capture_output=True, text=True)
+    done = subprocess.run([procs.GATEWAY, "ledger", "verify", "--config", str(config)], cwd=procs.ROOT,
+                          env=procs.clean_env(), capture_output=True, text=True)
     lines = (done.stdout.strip() or done.stderr.strip() or "-").splitlines()
     return done.returncode == 0, lines[-1][:200]
 
