@@ -291,7 +291,8 @@ class StreamTranslator:
         return usage_of(self.reported)
 
     def feed(self, event: dict) -> list[dict]:
-        """The OpenAI chunks one event translates into (none for ping, block stops, unknowns)."""
+        """The OpenAI chunks one event translates into (none for ping, block stops, unknowns).
+        An `error` event never gets here: the adapter raises it, scrubbed (`stream_error`)."""
         kind = event.get("type")
         if kind == "message_start":
             return self._start(event.get("message") or {})
@@ -305,8 +306,6 @@ class StreamTranslator:
         if kind == "message_stop":
             self.finished = True
             return [{**self.head, "choices": [], "usage": openai_usage(self.usage)}]
-        if kind == "error":
-            raise stream_error(event)
         return []
 
     def _start(self, message: dict) -> list[dict]:

@@ -146,9 +146,8 @@ class StreamTranslator:
         return None if self.reported is None else usage_of(self.reported)
 
     def feed(self, event: dict) -> dict | None:
-        """The OpenAI chunk of one event; None when it carries no candidate."""
-        if "error" in event:
-            raise stream_error(event["error"])
+        """The OpenAI chunk of one event; None when it carries no candidate. An `error` event
+        never gets here: the adapter raises it, scrubbed (`stream_error`)."""
         refuse_blocked(event)
         if event.get("usageMetadata"):
             self.reported = event["usageMetadata"]

@@ -217,9 +217,8 @@ def test_stream_translator_role_first_tool_calls_and_usage_last():
 
 def test_stream_error_event_raises_with_the_upstream_status():
     event = {"error": {"code": 503, "status": "UNAVAILABLE", "message": "model overloaded"}}
-    with pytest.raises(UpstreamError) as raised:
-        wire.StreamTranslator("chatcmpl-x", MODEL, 1).feed(event)
-    assert raised.value.status == 503 and "UNAVAILABLE: model overloaded" in raised.value.message
+    error = wire.stream_error(event["error"])
+    assert error.status == 503 and "UNAVAILABLE: model overloaded" in error.message
 
 
 # -- through the gateway -----------------------------------------------------------------------
