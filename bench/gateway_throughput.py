@@ -11,32 +11,15 @@ call over a pooled session, billing, and a durable group-committed ledger write.
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import aiohttp
 
-ROOT = Path(__file__).resolve().parent.parent
-GATEWAY = str(Path(sys.executable).with_name("gateway"))
-
-
-async def start(command: list[str], env: dict, ready: str, log: Path) -> tuple[subprocess.Popen, str]:
-    """Start a process logging to a file (a pipe nobody reads would fill up and stall it)."""
-    with log.open("w") as sink:
-        process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and process.poll() is None:
-        for line in log.read_text().splitlines():
-            if ready in line:
-                return process, json.loads(line)["url"]
-        await asyncio.sleep(0.05)
-    process.kill()
-    raise RuntimeError(f"{command[0]} was not ready within 30 s; see {log}")
+from bench import procs
 
 
 async def drive(url: str, key: str, requests: int, concurrency: int, stream: bool) -> dict:
@@ -67,25 +50,22 @@ async def drive(url: str, key: str, requests: int, concurrency: int, stream: boo
 
 
 async def main(args: argparse.Namespace) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    env = procs.clean_env()
     with tempfile.TemporaryDirectory() as tmp:
-        sim, sim_url = await start([sys.executable, "-m", "simulator", "--port", "0"], env,
-                                   "simulator_ready", Path(tmp, "simulator.log"))
-        env.update(GATEWAY_LEDGER_URL=f"sqlite:///{tmp}/bench.db", GATEWAY_SERVER_PORT="0",
-                   GATEWAY_PROVIDERS_OPENAI_BASE_URL=f"{sim_url}/v1",
-                   GATEWAY_PROVIDERS_OPENAI_API_KEY="sim-bench-key")
-        org = json.loads(subprocess.check_output(
-            [GATEWAY, "admin", "create-org", "bench", "--credits-inr", "1000000"], env=env, cwd=ROOT))
-        gateway, gateway_url = await start([GATEWAY, "serve"], env, "gateway_ready", Path(tmp, "gateway.log"))
-        try:
-            rows = {"simulator direct": await drive(sim_url, "sim", args.requests, args.concurrency, args.stream),
-                    "through gateway": await drive(gateway_url, org["api_key"], args.requests,
-                                                   args.concurrency, args.stream)}
-        finally:
-            for process in (gateway, sim):
-                process.terminate()
-                process.wait(10)
-        verify = subprocess.run([GATEWAY, "ledger", "verify"], env=env, cwd=ROOT, capture_output=True, text=True)
+        with procs.running([procs.PYTHON, "-m", "simulator", "--port", "0"], Path(tmp, "simulator.log"),
+                           "simulator_ready", env) as (_, sim_url):
+            env.update(GATEWAY_LEDGER_URL=f"sqlite:///{tmp}/bench.db", GATEWAY_SERVER_PORT="0",
+                       GATEWAY_PROVIDERS_OPENAI_BASE_URL=f"{sim_url}/v1",
+                       GATEWAY_PROVIDERS_OPENAI_API_KEY="sim-bench-key")
+            org = json.loads(subprocess.check_output(
+                [procs.GATEWAY, "admin", "create-org", "bench", "--credits-inr", "1000000"], env=env, cwd=procs.ROOT))
+            with procs.running([procs.GATEWAY, "serve"], Path(tmp, "gateway.log"), "gateway_ready",
+                               env) as (_, gateway_url):
+                rows = {"simulator direct": await drive(sim_url, "sim", args.requests, args.concurrency, args.stream),
+                        "through gateway": await drive(gateway_url, org["api_key"], args.requests,
+                                                       args.concurrency, args.stream)}
+        verify = subprocess.run([procs.GATEWAY, "ledger", "verify"], env=env, cwd=procs.ROOT,
+                                capture_output=True, text=True)
     print(f"\n{args.requests} chat requests, concurrency {args.concurrency}, stream={args.stream}")
     print(f"{'target':<18}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'failed':>8}")
     for name, row in rows.items():
