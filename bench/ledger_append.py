@@ -16,13 +16,12 @@ import argparse
 import asyncio
 import hashlib
 import json
-import socket
 import tempfile
 import time
 import uuid
 from pathlib import Path
-from urllib.parse import urlsplit
 
+from bench import ledger_check
 from ledger.events import ApiKeyCreated, CreditsAdded, OrgCreated, RequestCompleted
 from ledger.recorder import Append, Content, Recorder
 from ledger.writer import GroupCommitWriter
@@ -92,29 +91,16 @@ async def on_sqlite(args: argparse.Namespace) -> dict:
         return await measure(SQLiteRecorder(str(Path(directory) / "ledger.db")), args)
 
 
-def reachable(dsn: str) -> bool:
-    where = urlsplit(dsn)
-    try:
-        socket.create_connection((where.hostname or "127.0.0.1", where.port or 5432), timeout=1).close()
-    except OSError:
-        return False
-    return True
-
-
 async def on_postgresql(args: argparse.Namespace) -> dict | None:
-    if not reachable(args.postgres_dsn):
+    if not ledger_check.postgres_reachable(args.postgres_dsn):
         return None
-    import asyncpg
-
     from ledger.postgres import PostgresRecorder
 
     schema = f"bench_append_{uuid.uuid4().hex[:10]}"
     try:
         return await measure(PostgresRecorder(args.postgres_dsn, schema), args)
     finally:
-        db = await asyncpg.connect(args.postgres_dsn)
-        await db.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        await db.close()
+        await ledger_check.drop_schema(schema, args.postgres_dsn)
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -139,6 +125,6 @@ if __name__ == "__main__":
     parser.add_argument("--callers", type=int, default=2_000, help="concurrent appenders (requests in flight)")
     parser.add_argument("--orgs", type=int, default=16)
     parser.add_argument("--backends", default="sqlite,postgresql")
-    parser.add_argument("--postgres-dsn", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--postgres-dsn", default=ledger_check.POSTGRES_DSN)
     parser.add_argument("--json", help="also write the results as JSON to this file")
     asyncio.run(main(parser.parse_args()))

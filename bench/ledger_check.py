@@ -13,6 +13,7 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from bench import procs
 
@@ -20,8 +21,11 @@ POSTGRES_DSN = "postgresql://postgres@127.0.0.1:5432/test"  # trust auth, as in 
 COMPLETED = "SELECT COUNT(*) FROM events WHERE type = 'request_completed'"
 
 
-def postgres_reachable(host: str = "127.0.0.1", port: int = 5432) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
+def postgres_reachable(dsn: str = POSTGRES_DSN) -> bool:
+    """Whether something answers on the DSN's host and port (within a second)."""
+    where = urlsplit(dsn)
+    with contextlib.suppress(OSError), socket.create_connection((where.hostname or "127.0.0.1",
+                                                                 where.port or 5432), timeout=1):
         return True
     return False
 
@@ -33,7 +37,17 @@ def postgres_ledger() -> Iterator[str]:
     try:
         yield f"{POSTGRES_DSN}?schema={schema}"
     finally:
-        asyncio.run(_postgres(f"DROP SCHEMA IF EXISTS {schema} CASCADE", "public"))
+        asyncio.run(drop_schema(schema))
+
+
+async def drop_schema(schema: str, dsn: str = POSTGRES_DSN) -> None:
+    """Drop a throwaway schema and everything in it."""
+    import asyncpg
+    db = await asyncpg.connect(dsn)
+    try:
+        await db.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    finally:
+        await db.close()
 
 
 async def _postgres(statement: str, schema: str) -> object:
