@@ -69,10 +69,10 @@ async def generate(services: Services, caller: Caller, request: MusicRequest, mo
     hold = await _reserve(services, caller, cost.inr_nano if cost.inr_nano and not api_key else None, claim)
     try:
         reply = await _call_upstream(services, caller, request, model, images, api_key)
+        if claim:  # before storing: a 504 must leave no object that no ledger event names
+            claim.check_lease()
         storage = storage_label(services, caller)
         stored = await services.store.put(object_key(caller), reply.audio, MIME) if storage == "s3" else None
-        if claim:
-            claim.check_lease()
     except BaseException as exc:
         await asyncio.shield(_failed(services, caller, request, model, hold, claim, exc))
         raise _client_error(exc, model, request) from None

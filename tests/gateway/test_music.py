@@ -12,7 +12,8 @@ from gateway.catalogue import SHIPPED_PATH
 from ledger import audit
 from ledger.events import CreditsHeld, HoldReleased, MusicTrackRecorded, RequestCompleted
 from simulator.mp3 import mp3_duration_s
-from support import auth, decimal_json
+from gateway.state import SERVICES
+from support import auth, count_objects, decimal_json
 
 RATE = Decimal("84.0")
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(64)
@@ -364,6 +365,16 @@ async def test_concurrent_duplicates_wait_for_the_first(gateway, org, simulator)
     bodies = [await r.json() for r in responses]
     assert all(r.status == 200 for r in responses) and len({b["id"] for b in bodies}) == 1
     assert len(await upstream_calls(gateway, simulator)) == 1
+
+
+async def test_a_generation_that_outlives_its_lease_is_504_and_stores_nothing(hosted, hosted_org, s3_client,
+                                                                              s3_bucket):
+    hosted.server.app[SERVICES].idempotency._lease_s = 0.2  # shorter than the upstream call
+    response = await post_music(hosted, hosted_org["api_key"], clip("[sim:latency_ms=400]"),
+                                **{"Idempotency-Key": "late"})
+    assert response.status == 504
+    assert await hosted.balance(hosted_org["org_id"]) == Decimal(50)
+    assert await count_objects(s3_client, s3_bucket) == 0  # no object that no ledger event names
 
 
 async def test_same_key_with_another_body_is_409(gateway, org):
