@@ -10,11 +10,10 @@ from collections.abc import Callable, Iterator
 
 import orjson
 
-from bench import procs, wrk
+from bench import http_wire, procs, wrk
 from bench.gateways import Target
 
-CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "benchmark prompt"}]}
-CHAT_BODY = orjson.dumps(CHAT)
+CHAT_BODY = orjson.dumps(http_wire.CHAT)
 
 
 def measured(target: Target, run: Callable[[], dict]) -> dict:

@@ -10,6 +10,9 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 OnBody = Callable[[bytes], None]
+# The request every load generator sends (streams.py adds "stream": true).
+CHAT_PATH = "/v1/chat/completions"
+CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "benchmark prompt"}]}
 
 
 def post_request(url: str, key: str, body: bytes) -> tuple[str, int, bytes]:

@@ -23,7 +23,6 @@ import uvloop
 
 from bench import http_wire
 
-CHAT_PATH = "/v1/chat/completions"
 SERVED_SHARE = 0.97
 
 
@@ -65,7 +64,8 @@ class Pool:
 
 class OpenLoop:
     def __init__(self, args: argparse.Namespace) -> None:
-        host, port, self.raw = http_wire.post_request(args.url.rstrip("/") + CHAT_PATH, args.key, args.body.encode())
+        host, port, self.raw = http_wire.post_request(args.url.rstrip("/") + http_wire.CHAT_PATH, args.key,
+                                                      args.body.encode())
         self.pool = Pool(host, port, args.connections)
         self.rate, self.total, self.drain_s = args.rate, int(args.rate * args.duration), args.drain_s
         self.latencies: list[float] = []
@@ -125,8 +125,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--duration", type=float, default=8.0, help="seconds of sending")
     parser.add_argument("--connections", type=int, default=512, help="most connections open at once")
     parser.add_argument("--drain-s", type=float, default=15.0, help="wait for answers after the last send")
-    parser.add_argument("--body", default=orjson.dumps(
-        {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "benchmark prompt"}]}).decode())
+    parser.add_argument("--body", default=orjson.dumps(http_wire.CHAT).decode())
     return parser.parse_args(argv)
 
 

@@ -22,7 +22,6 @@ import uvloop
 from bench import http_wire
 from bench.fake_upstream import HOLD_MARK
 
-CHAT_PATH = "/v1/chat/completions"
 OPENING_AT_ONCE = 200  # connects in flight at once while opening many streams (listen backlogs)
 
 
@@ -43,9 +42,8 @@ class StreamCounter:
 
 def raw_request(args: argparse.Namespace) -> tuple[str, int, bytes]:
     prompt = "benchmark prompt" + (f" {HOLD_MARK.decode()}" if args.mode == "hold" else "")
-    body = orjson.dumps({"model": "gpt-4o-mini", "stream": True,
-                         "messages": [{"role": "user", "content": prompt}]})
-    return http_wire.post_request(args.url.rstrip("/") + CHAT_PATH, args.key, body)
+    body = orjson.dumps({**http_wire.CHAT, "stream": True, "messages": [{"role": "user", "content": prompt}]})
+    return http_wire.post_request(args.url.rstrip("/") + http_wire.CHAT_PATH, args.key, body)
 
 
 async def closed(args: argparse.Namespace) -> dict:

@@ -9,7 +9,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-CHAT_PATH = "/v1/chat/completions"
+from bench.http_wire import CHAT_PATH
+
 RESULT_MARK = '{"wrk":'
 DONE = """
 done = function(summary, latency, requests)
