@@ -19,26 +19,28 @@ from gateway.providers.base import ChatCall, ChatReply, Chunk, EmbeddingCall, Em
 from gateway.providers.http import Upstream, post, post_json, read_json, scrubbed, timeout_for
 from gateway.upload import encode_form, new_boundary
 
+PROVIDER = "openai"
 
-def usage_of(usage: object, provider: str = "openai") -> Usage:
+
+def usage_of(usage: object) -> Usage:
     """OpenAI's chat usage, checked by billing's rule (UpstreamError 502 when it is not sound)."""
-    return _counted_usage(provider, usage, ("prompt_tokens", "completion_tokens", "prompt_tokens_details"))
+    return _counted_usage(usage, ("prompt_tokens", "completion_tokens", "prompt_tokens_details"))
 
 
-def input_output_usage(usage: object, provider: str = "openai") -> Usage:
+def input_output_usage(usage: object) -> Usage:
     """The usage of transcriptions and realtime responses (input_tokens, output_tokens), checked."""
-    return _counted_usage(provider, usage, ("input_tokens", "output_tokens", "input_token_details"))
+    return _counted_usage(usage, ("input_tokens", "output_tokens", "input_token_details"))
 
 
-def _counted_usage(provider: str, usage: object, fields: tuple[str, str, str]) -> Usage:
+def _counted_usage(usage: object, fields: tuple[str, str, str]) -> Usage:
     """A usage object whose `fields` name its prompt and completion counts and the details
     object holding `cached_tokens`, as billing's checked Usage."""
     prompt, completion, details_field = fields
-    report = usage_report(provider, usage)
-    details = usage_report(provider, report.get(details_field))
-    return checked_usage(provider, Usage(token_count(provider, report, prompt),
-                                         token_count(provider, report, completion),
-                                         token_count(provider, details, "cached_tokens")))
+    report = usage_report(PROVIDER, usage)
+    details = usage_report(PROVIDER, report.get(details_field))
+    return checked_usage(PROVIDER, Usage(token_count(PROVIDER, report, prompt),
+                                         token_count(PROVIDER, report, completion),
+                                         token_count(PROVIDER, details, "cached_tokens")))
 
 
 def delta_tokens(chunk: dict) -> int:
@@ -136,7 +138,7 @@ async def _with_model(form: AsyncIterator[FormField | FilePart],
 
 
 class OpenAIProvider:
-    id = "openai"
+    id = PROVIDER
     capabilities = frozenset({"chat", "embedding", "speech", "transcription"})
     requires_max_tokens = False
 
@@ -161,7 +163,7 @@ class OpenAIProvider:
                                    self._timeout)
         reply = await read_json(self.id, response)
         completion = shapes.conforming(self.id, reply, shapes.OpenAICompletion, "chat completion")
-        return ChatReply(reply, usage_of(completion.usage, self.id))
+        return ChatReply(reply, usage_of(completion.usage))
 
     async def open_chat_stream(self, call: ChatCall) -> OpenAIChatStream:
         # Always ask for usage, so a stream is billed even when the client did not ask.
