@@ -114,9 +114,8 @@ def embedding_reply(body: dict) -> EmbeddingReply:
                    for item in items]
     except (KeyError, TypeError, ValueError, OverflowError, struct.error) as exc:
         raise UpstreamError(502, f"openai sent a malformed embeddings answer: {type(exc).__name__}") from None
-    usage = checked_usage("openai", Usage(token_count("openai", usage_report("openai", body.get("usage")),
-                                                      "prompt_tokens")))
-    return EmbeddingReply(vectors, usage.prompt_tokens)
+    prompt_tokens = token_count(PROVIDER, usage_report(PROVIDER, body.get("usage")), "prompt_tokens")
+    return EmbeddingReply(vectors, prompt_tokens)
 
 
 def transcription_reply(body: dict) -> TranscriptionReply:
