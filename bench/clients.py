@@ -34,7 +34,7 @@ def python_client(module: str, target: Target, *options: str) -> dict:
                           cwd=procs.ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"{module} failed ({done.returncode}): {done.stderr[-2000:]}")
-    return next(iter(orjson.loads(done.stdout.strip().splitlines()[-1]).values()))
+    return orjson.loads(done.stdout.strip().splitlines()[-1])
 
 
 def closed_loop(target: Target, connections: int, duration_s: int) -> dict:

@@ -43,7 +43,6 @@ class Target:
 @dataclass(frozen=True)
 class Prepared:
     """A configuration ready to serve: its fresh ledger, config file and a funded org's key."""
-    name: str
     ledger_url: str
     config: Path
     key: str
@@ -88,7 +87,7 @@ def prepared(name: str, upstream_url: str, tmp: Path) -> Iterator[Prepared]:
     with ledger_url(setup, tmp, name) as url:
         config = tmp / f"{name}.toml"
         config.write_text(gateway_toml(url, upstream_url, setup.workers))
-        yield Prepared(name, url, config, create_org(config))
+        yield Prepared(url, config, create_org(config))
 
 
 @contextlib.contextmanager

@@ -131,7 +131,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main() -> None:
     result = uvloop.run(OpenLoop(parse_args()).run())
-    sys.stdout.write(orjson.dumps({"openloop": result}).decode() + "\n")
+    sys.stdout.write(orjson.dumps(result).decode() + "\n")
 
 
 if __name__ == "__main__":

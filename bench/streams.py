@@ -128,7 +128,7 @@ def main() -> None:
     if args.mode == "hold":
         uvloop.run(hold(args))
     else:
-        sys.stdout.write(orjson.dumps({"streams": uvloop.run(closed(args))}).decode() + "\n")
+        sys.stdout.write(orjson.dumps(uvloop.run(closed(args))).decode() + "\n")
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ def summary(line: str) -> dict:
     raw = json.loads(line)["wrk"]
     errors = raw["connect"] + raw["read"] + raw["write"] + raw["timeout"]
     return {"requests": raw["requests"], "ok": raw["requests"] - raw["non_2xx"],
-            "rps": raw["requests"] / (raw["duration_us"] / 1e6),
+            "rps": round(raw["requests"] / (raw["duration_us"] / 1e6), 1),
             "p50_ms": raw["p50_us"] / 1000, "p90_ms": raw["p90_us"] / 1000,
             "p99_ms": raw["p99_us"] / 1000, "max_ms": raw["max_us"] / 1000,
             "non_2xx": raw["non_2xx"], "socket_errors": errors}
