@@ -203,10 +203,6 @@ class OpenAIProvider:
         url = yarl.URL(f"{self._base}/realtime").with_query(model=upstream_model)
         url = url.with_scheme("wss" if url.scheme in ("https", "wss") else "ws")
         headers = {**self.headers(api_key, content_type=None), "OpenAI-Beta": "realtime=v1"}
-        return await self._handshake(url, headers, max_message_bytes)
-
-    async def _handshake(self, url: yarl.URL, headers: dict[str, str],
-                         max_message_bytes: int) -> aiohttp.ClientWebSocketResponse:
         # Once open, a session may idle as long as the client likes: no receive timeout.
         idle = aiohttp.ClientWSTimeout(ws_receive=None, ws_close=10)
         wait = self._timeout.sock_read  # ws_connect takes no ClientTimeout: bound the handshake here
