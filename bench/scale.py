@@ -15,7 +15,7 @@ event at c=1, events per second at c=32), hold (--hold-streams streams open at o
 worker, SQLite: its RSS per stream; once, not per configuration).
 
     python -m bench.scale [--configs sqlite1,sqlite2,pg2] [--runs c1,c32,open,stream,hold]
-                          [--duration 8] [--rate 1000] [--json bench/results/scale.json]
+                          [--duration 8] [--rate 1000] [--json data/bench/scale.json]
     python -m bench.scale --configs '' --runs hold [--hold-streams 10000]
 """
 
@@ -31,7 +31,8 @@ import orjson
 from bench import clients, gateways, hold, ledger_check, report, wrk
 from bench.gateways import Target
 
-DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "scale.json"
+# Gitignored (data/): a run kept as a record is committed as bench/results/scale-COMMIT.json.
+DEFAULT_JSON = Path(__file__).resolve().parent.parent / "data" / "bench" / "scale.json"
 RUNS = ("c1", "c32", "open", "stream", "hold")
 WARMUP_S = 1
 WARMUP_CONNECTIONS = 8
