@@ -13,9 +13,10 @@ from gateway import admin
 from gateway.app import LEDGER, create_app
 from gateway.config import Config, ProviderConfig
 from ledger.money import from_nano
-from support import POSTGRES_DSN, PROVIDER_KEY, S3_CREDENTIALS, need_service
+from support import POSTGRES_DSN, PROVIDER_KEY, S3_CREDENTIALS, need_service, postgres_schema, postgres_url
 from simulator.app import create_app as create_simulator
 from simulator.settings import Settings
+from tcp_proxy import proxied_service
 
 
 # -- the simulator on its own, for its tests ---------------------------------------------------
@@ -113,7 +114,7 @@ async def make_pg_gateway(make_gateway):
     async def start(config: Config) -> Gateway:
         need_service("127.0.0.1", 5432, "PostgreSQL")
         schemas.append(f"gw_{uuid.uuid4().hex[:16]}")
-        ledger = msgspec.structs.replace(config.ledger, url=f"{POSTGRES_DSN}?schema={schemas[-1]}")
+        ledger = msgspec.structs.replace(config.ledger, url=postgres_url(schema=schemas[-1]))
         return await make_gateway(msgspec.structs.replace(config, ledger=ledger))
     yield start
     if schemas:
@@ -123,6 +124,22 @@ async def make_pg_gateway(make_gateway):
         for schema in schemas:
             await db.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         await db.close()
+
+
+# -- PostgreSQL through a proxy the test controls (tests/tcp_proxy.py), for the outage tests -------
+
+@pytest.fixture
+async def pg_proxy():
+    """A TcpProxy in front of the local PostgreSQL (skips locally, fails under CI=true, without it)."""
+    async with proxied_service(5432, "PostgreSQL") as proxy:
+        yield proxy
+
+
+@pytest.fixture
+async def pg_schema():
+    """The name of a fresh schema in the test database, dropped after the test."""
+    async with postgres_schema("outage") as name:
+        yield name
 
 
 @pytest.fixture

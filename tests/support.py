@@ -16,7 +16,15 @@ import orjson
 import pytest
 
 PROVIDER_KEY = "sk-sim-provider-secret-0123456789"
-POSTGRES_DSN = "postgresql://postgres@127.0.0.1:5432/test"  # trust auth, as on the CI machine
+
+
+def postgres_url(port: int = 5432, schema: str = "") -> str:
+    """The test database as user postgres (trust auth, as on the CI machine) on 127.0.0.1:`port`
+    (a proxy's port, or a closed one), with `?schema=` when `schema` is given."""
+    return f"postgresql://postgres@127.0.0.1:{port}/test" + (f"?schema={schema}" if schema else "")
+
+
+POSTGRES_DSN = postgres_url()
 IN_CI = os.environ.get("CI", "").lower() == "true"
 # Variables of the environment that would change what a gateway or sweeper under test does.
 _PROVIDER_SECRETS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY")

@@ -21,7 +21,7 @@ CLI_TIMEOUT_S = 60.0
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
 from support import clean_env  # noqa: F401  (re-exported for the gateway tests)
-from support import POSTGRES_DSN, S3_CREDENTIALS, postgres_schema
+from support import S3_CREDENTIALS, postgres_schema, postgres_url
 
 
 def ledger_toml(ledger: Path, extra: str = "") -> str:
@@ -33,7 +33,7 @@ async def postgres_ledger_url(prefix: str) -> AsyncIterator[str]:
     """The ledger URL of a PostgreSQL schema of its own, for gateway processes to share; the
     schema is dropped afterwards (skips locally, fails under CI=true, without PostgreSQL)."""
     async with postgres_schema(prefix) as schema:
-        yield f"{POSTGRES_DSN}?schema={schema}"
+        yield postgres_url(schema=schema)
 
 
 def replica_toml(ledger_url: str, s3_server: str, s3_bucket: str) -> str:

@@ -17,8 +17,7 @@ import pytest
 from gateway_helpers import closed_port, run_cli_async, write_config
 from ledger.postgres import PostgresRecorder
 from outage_helpers import assert_every_charge_accounted_for, balance_matches_charges, chat, load, outcome
-from support import POSTGRES_DSN, auth, postgres_schema
-from tcp_proxy import proxied_service
+from support import POSTGRES_DSN, auth, postgres_url
 
 TIMEOUT_S = 0.5  # the ledger's statement and connect timeouts in these tests
 BOUND_S = 4.0  # the longest any answer may take while the database is away
@@ -26,22 +25,11 @@ HEALTH_BOUND_S = 2.5  # health gives each check 2 s
 
 
 @pytest.fixture
-async def pg_proxy():
-    async with proxied_service(5432, "PostgreSQL") as proxy:
-        yield proxy
-
-
-@pytest.fixture
-async def pg_schema():
-    async with postgres_schema("gw_outage") as name:
-        yield name
-
-
-@pytest.fixture
 def proxied_config(config, pg_proxy, pg_schema):
-    """The test config with the ledger on PostgreSQL through the proxy, with short timeouts."""
+    """The test config with the ledger on PostgreSQL through the proxy, with short timeouts
+    (pg_proxy and pg_schema are tests/conftest.py's)."""
     ledger = msgspec.structs.replace(
-        config.ledger, url=f"postgresql://postgres@127.0.0.1:{pg_proxy.port}/test?schema={pg_schema}",
+        config.ledger, url=postgres_url(pg_proxy.port, pg_schema),
         timeout_s=TIMEOUT_S, connect_timeout_s=TIMEOUT_S)
     return msgspec.structs.replace(config, ledger=ledger)
 
@@ -109,7 +97,7 @@ async def test_postgres_cut_mid_load_answers_cleanly_and_loses_no_charge(
     (credits, spent), = await gateway.ledger.recorder.fetch(
         "SELECT credits_inr_nano, spent_inr_nano FROM orgs WHERE org_id = ?", (org["org_id"],))
     assert balance_matches_charges(recorded, org["org_id"], credits, credits - spent)
-    direct = write_config(tmp_path, f'[ledger]\nurl = "{POSTGRES_DSN}?schema={pg_schema}"\n', "direct.toml")
+    direct = write_config(tmp_path, f'[ledger]\nurl = "{postgres_url(schema=pg_schema)}"\n', "direct.toml")
     verified = await run_cli_async("ledger", "verify", "--config", str(direct))
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
@@ -151,7 +139,7 @@ async def test_sqlite_locked_past_the_wait_is_503_then_recovers(make_gateway, co
 
 
 async def test_an_admin_command_reports_an_unreachable_ledger_in_one_line(tmp_path):
-    config = write_config(tmp_path, f'[ledger]\nurl = "postgresql://postgres@127.0.0.1:{closed_port()}/test"\n')
+    config = write_config(tmp_path, f'[ledger]\nurl = "{postgres_url(closed_port())}"\n')
     result = await run_cli_async("admin", "balance", "org_nobody", "--config", str(config))
     assert result.returncode == 1, result.stderr
     assert result.stderr.startswith("gateway: error: the ledger database is unavailable") and "Traceback" not in result.stderr

@@ -18,29 +18,17 @@ from ledger.recorder import AppendRejected, LedgerUnavailable
 from ledger.sqlite import SQLiteRecorder
 from ledger.writer import GroupCommitWriter
 from ledger_helpers import append_ok, credits, org, request, unit
-from support import POSTGRES_DSN, postgres_schema
-from tcp_proxy import proxied_service
+from support import POSTGRES_DSN, postgres_url
 
 TIMEOUT_S = 0.5  # the recorders' statement timeout in these tests
 BOUND_S = 4 * TIMEOUT_S + 1.0  # query, rollback, release and reconnect, with room for a slow machine
 
 
 @pytest.fixture
-async def pg_proxy():
-    async with proxied_service(5432, "PostgreSQL") as proxy:
-        yield proxy
-
-
-@pytest.fixture
-async def schema():
-    async with postgres_schema("outage") as name:
-        yield name
-
-
-@pytest.fixture
-async def proxied(pg_proxy, schema):
-    """A PostgreSQL recorder that reaches the database only through the proxy."""
-    recorder = PostgresRecorder(f"postgresql://postgres@127.0.0.1:{pg_proxy.port}/test", schema,
+async def proxied(pg_proxy, pg_schema):
+    """A PostgreSQL recorder that reaches the database only through the proxy (pg_proxy and
+    pg_schema are tests/conftest.py's)."""
+    recorder = PostgresRecorder(postgres_url(pg_proxy.port), pg_schema,
                                 timeout_s=TIMEOUT_S, connect_timeout_s=TIMEOUT_S)
     await recorder.open()
     yield recorder
@@ -48,9 +36,9 @@ async def proxied(pg_proxy, schema):
 
 
 @pytest.fixture
-async def direct(proxied, schema):
+async def direct(proxied, pg_schema):
     """A second recorder on the same schema, straight to the database: another process."""
-    recorder = PostgresRecorder(POSTGRES_DSN, schema)
+    recorder = PostgresRecorder(POSTGRES_DSN, pg_schema)
     await recorder.open()
     yield recorder
     await recorder.close()

@@ -14,7 +14,7 @@ from ledger_helpers import (
     append_ok, claim, content, credits, expired, key, music, org, request, retention, revoke, unclaim, unit,
 )
 from pg_wire import counting_round_trips
-from support import POSTGRES_DSN, postgres_schema
+from support import POSTGRES_DSN, postgres_schema, postgres_url
 
 ORGS = [f"org{n}" for n in range(5)]
 
@@ -44,7 +44,7 @@ async def round_trips_of(recorder: PostgresRecorder, counter, units: list[Append
 
 async def test_an_append_costs_the_same_few_round_trips_for_one_unit_or_hundreds():
     async with postgres_schema("trips") as schema, counting_round_trips() as counter:
-        recorder = PostgresRecorder(f"postgresql://postgres@127.0.0.1:{counter.port}/test", schema)
+        recorder = PostgresRecorder(postgres_url(counter.port), schema)
         await recorder.open()
         try:
             await append_ok(recorder, *setup_units())
