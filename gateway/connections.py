@@ -23,6 +23,9 @@ from aiohttp import StreamReader, web
 from aiohttp.web_protocol import RequestHandler
 
 from gateway.errors import ApiError
+from gateway.keys import new_id
+from gateway.middleware import internal_error
+from gateway.state import REQUEST_ID
 
 log = structlog.get_logger("gateway.connections")
 
@@ -70,14 +73,21 @@ class GuardedRequestHandler(RequestHandler):
 
     def handle_error(self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None,
                      message: str | None = None) -> web.StreamResponse:
-        """aiohttp's own refusals, before any handler (a request line or header it cannot parse),
-        in the one JSON error body. The parser's message is neither echoed nor logged: it may
-        quote a header's value, and a header may hold a key."""
+        """aiohttp's own answers, in the one JSON error body: a refusal before any handler (a
+        request line or header it cannot parse; status < 500), or a failure that got past the
+        middlewares (in `observe`'s own bookkeeping, or an on_response_prepare hook), which is a
+        bug: logged with its traceback, answered with the documented 500. The parser's message is
+        neither echoed nor logged: it may quote a header's value, and a header may hold a key."""
         if request.writer.output_size > 0:  # as aiohttp: a response has begun, the connection is broken
             raise ConnectionError("a response was already sent; the error cannot be")
-        log.info("request_unreadable", status=status, error=type(exc).__name__ if exc else "")
-        error = ApiError(status, f"the request could not be read as HTTP ({status})",
-                         type="invalid_request_error" if status < 500 else "server_error")
+        if status < 500:
+            log.info("request_unreadable", status=status, error=type(exc).__name__ if exc else "")
+            error = ApiError(status, f"the request could not be read as HTTP ({status})")
+        else:
+            request_id = request.get(REQUEST_ID) or new_id("req")
+            log.error("unhandled_error", method=request.method, route=request.path, request_id=request_id,
+                      exc_info=exc)
+            error = internal_error(request_id)
         response = error.response()
         response.force_close()
         return response

@@ -12,7 +12,9 @@ import aiohttp
 import pytest
 import structlog
 from aiohttp import web
+from aiohttp.test_utils import TestServer
 
+from gateway.connections import GuardedAppRunner, Timeouts
 from gateway.metrics import Metrics
 from gateway.middleware import add_request_id, observe
 from gateway.state import METRICS
@@ -87,3 +89,40 @@ async def test_cancellation_propagates_and_is_not_logged_as_a_failure(client):
 async def test_redirects_pass_through(client):
     response = await client.get("/redirects", allow_redirects=False)
     assert response.status == 302 and response.headers["Location"] == "/elsewhere"
+
+
+# -- failures past the middlewares, answered by the connection itself ---------------------------
+
+class BrokenMetrics(Metrics):
+    def observe_request(self, *args, **kwargs) -> None:
+        raise RuntimeError(f"metrics said {SECRET}")  # in observe's finally: past every middleware
+
+
+class GuardedTestServer(TestServer):
+    """The gateway's own connection handler (gateway.connections), as `gateway serve` runs it."""
+
+    async def _make_runner(self, **kwargs) -> web.AppRunner:
+        return GuardedAppRunner(self.app, timeouts=Timeouts(header_s=5, body_s=5), **kwargs)
+
+
+async def ok(_request: web.Request) -> web.Response:
+    return web.json_response({})
+
+
+async def test_a_failure_past_the_middlewares_is_the_json_500_logged_with_its_traceback(aiohttp_client):
+    app = web.Application(middlewares=[observe])
+    app[METRICS] = BrokenMetrics(30)
+    app.on_response_prepare.append(add_request_id)
+    app.router.add_get("/ok", ok)
+    client = await aiohttp_client(GuardedTestServer(app))
+    with structlog.testing.capture_logs() as logs:
+        response = await client.get("/ok")
+        text = await response.text()
+    assert response.status == 500 and response.content_type == "application/json"
+    error = (await response.json())["error"]
+    assert error["type"] == "server_error" and response.headers["X-Request-Id"] in error["message"]
+    assert SECRET not in text and "RuntimeError" not in text
+    (line,) = unhandled(logs)
+    assert line["log_level"] == "error" and isinstance(line["exc_info"], RuntimeError)
+    assert line["request_id"] == response.headers["X-Request-Id"] and line["route"] == "/ok"
+    assert not [line for line in logs if line["event"] == "request_unreadable"]
