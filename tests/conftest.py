@@ -1,6 +1,6 @@
 """Shared fixtures: the real simulator and the real gateway, each on a real socket."""
 
-import uuid
+import contextlib
 from decimal import Decimal
 from typing import Any
 
@@ -13,7 +13,7 @@ from gateway import admin
 from gateway.app import LEDGER, create_app
 from gateway.config import Config, ProviderConfig
 from ledger.money import from_nano
-from support import POSTGRES_DSN, PROVIDER_KEY, S3_CREDENTIALS, need_service, postgres_schema, postgres_url
+from support import PROVIDER_KEY, S3_CREDENTIALS, postgres_schema, postgres_url
 from simulator.app import create_app as create_simulator
 from simulator.settings import Settings
 from tcp_proxy import proxied_service
@@ -109,21 +109,12 @@ def make_gateway(aiohttp_server, aiohttp_client):
 async def make_pg_gateway(make_gateway):
     """`await make_pg_gateway(config)`: a gateway whose ledger is PostgreSQL, in a schema of its
     own that is dropped after the test. Skips locally (fails under CI=true) without PostgreSQL."""
-    schemas = []
-
-    async def start(config: Config) -> Gateway:
-        need_service("127.0.0.1", 5432, "PostgreSQL")
-        schemas.append(f"gw_{uuid.uuid4().hex[:16]}")
-        ledger = msgspec.structs.replace(config.ledger, url=postgres_url(schema=schemas[-1]))
-        return await make_gateway(msgspec.structs.replace(config, ledger=ledger))
-    yield start
-    if schemas:
-        import asyncpg
-
-        db = await asyncpg.connect(POSTGRES_DSN)
-        for schema in schemas:
-            await db.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        await db.close()
+    async with contextlib.AsyncExitStack() as schemas:
+        async def start(config: Config) -> Gateway:
+            schema = await schemas.enter_async_context(postgres_schema("gw"))
+            ledger = msgspec.structs.replace(config.ledger, url=postgres_url(schema=schema))
+            return await make_gateway(msgspec.structs.replace(config, ledger=ledger))
+        yield start
 
 
 # -- PostgreSQL through a proxy the test controls (tests/tcp_proxy.py), for the outage tests -------
