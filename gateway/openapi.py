@@ -6,14 +6,13 @@ Request bodies are the msgspec types the handlers decode, as JSON Schema from
 must have an entry in OPERATIONS: an undescribed route fails start-up, so none can be missed.
 """
 
-from importlib.metadata import version
 from types import MappingProxyType
 
 import msgspec
 from aiohttp import web
 
 from gateway import (
-    audio, chat_request, embeddings, messages_request, music_history, music_request, org_keys,
+    __version__, audio, chat_request, embeddings, messages_request, music_history, music_request, org_keys,
     request_logs, transcription, upload, usage,
 )
 from gateway.catalogue import Catalogue, Kind
@@ -134,7 +133,7 @@ def document(router: web.UrlDispatcher, catalogue: Catalogue) -> dict:
             raise LookupError(f"route {method} {path} has no entry in gateway.openapi.OPERATIONS")
         paths.setdefault(path, {})[method.lower()] = _operation(OPERATIONS[method, path], path, catalogue)
     return {"openapi": "3.1.0",
-            "info": {"title": "Model gateway", "version": version("model-gateway")},
+            "info": {"title": "Model gateway", "version": __version__},
             "paths": paths, "security": list(KEY),
             "components": {"schemas": schemas, "responses": {"Error": _error_response()},
                            "securitySchemes": dict(SECURITY_SCHEMES)}}
