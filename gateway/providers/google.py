@@ -98,9 +98,9 @@ class GeminiChatStream:
                 yield Chunk(encode(chunk), chunk, tokens=delta_tokens(chunk))
         if not translator.finished:
             raise UpstreamError(502, "google ended the stream before a finish reason")
-        if translator.usage is not None:
-            last = translator.usage_chunk()
-            yield Chunk(encode(last), last, usage=translator.usage)
+        if (usage := translator.usage) is not None:
+            last = translator.usage_chunk(usage)
+            yield Chunk(encode(last), last, usage=usage)
 
     async def aclose(self) -> None:
         self._response.close()  # closing the connection is how an HTTP client cancels
@@ -128,9 +128,9 @@ class GoogleProvider:
     async def chat(self, call: ChatCall) -> ChatReply:
         response = await self._post_chat(call, "generateContent")
         answer = wire.checked_answer(await read_json(self.id, response))
-        reply = wire.completion(answer, wire.completion_id(call.request_id), call.upstream_model,
-                                int(time.time()))
-        return ChatReply(reply, wire.usage_of(answer.get("usageMetadata")))
+        reply, usage = wire.completion(answer, wire.completion_id(call.request_id), call.upstream_model,
+                                       int(time.time()))
+        return ChatReply(reply, usage)
 
     async def open_chat_stream(self, call: ChatCall) -> GeminiChatStream:
         response = await self._post_chat(call, "streamGenerateContent?alt=sse")

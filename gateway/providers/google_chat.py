@@ -33,15 +33,17 @@ def refuse_blocked(answer: dict) -> None:
         raise UpstreamError(400, f"google blocked the prompt ({reason}){detail}")
 
 
-def completion(answer: dict, chat_id: str, model: str, created: int) -> dict:
-    """A Gemini GenerateContentResponse as an OpenAI `chat.completion`."""
+def completion(answer: dict, chat_id: str, model: str, created: int) -> tuple[dict, Usage]:
+    """A Gemini GenerateContentResponse as an OpenAI `chat.completion`, with its usage."""
     refuse_blocked(answer)
     candidates = answer.get("candidates") or []
     if not candidates:
         raise UpstreamError(502, "google returned an answer without candidates")
     choices = [choice_of(chat_id, position, candidate) for position, candidate in enumerate(candidates)]
+    metadata = answer.get("usageMetadata")
+    usage = usage_of(metadata)
     return {"id": chat_id, "object": "chat.completion", "created": created, "model": model,
-            "choices": choices, "usage": openai_usage(answer.get("usageMetadata"))}
+            "choices": choices, "usage": openai_usage(usage, reasoning_tokens(metadata))}, usage
 
 
 def choice_of(chat_id: str, position: int, candidate: dict) -> dict:
@@ -86,12 +88,16 @@ def usage_of(metadata: object) -> Usage:
                                          count("cachedContentTokenCount")))
 
 
-def openai_usage(metadata: dict | None) -> dict:
-    usage = usage_of(metadata)
+def reasoning_tokens(metadata: object) -> int:
+    """The thinking tokens (part of usage_of's completion tokens), which OpenAI reports apart."""
+    return _counter(metadata)("thoughtsTokenCount")
+
+
+def openai_usage(usage: Usage, reasoning: int) -> dict:
     return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
             "total_tokens": usage.total_tokens,
             "prompt_tokens_details": {"cached_tokens": usage.cached_prompt_tokens},
-            "completion_tokens_details": {"reasoning_tokens": _counter(metadata)("thoughtsTokenCount")}}
+            "completion_tokens_details": {"reasoning_tokens": reasoning}}
 
 
 def _counter(metadata: object):
@@ -155,9 +161,10 @@ class StreamTranslator:
                    for position, candidate in enumerate(event.get("candidates") or ())]
         return {**self.head, "choices": choices} if choices else None
 
-    def usage_chunk(self) -> dict:
-        """The final chunk without choices that carries the usage, as OpenAI ends a stream."""
-        return {**self.head, "choices": [], "usage": openai_usage(self.reported)}
+    def usage_chunk(self, usage: Usage) -> dict:
+        """The final chunk without choices that carries the usage (`usage`, computed once by the
+        caller), as OpenAI ends a stream."""
+        return {**self.head, "choices": [], "usage": openai_usage(usage, reasoning_tokens(self.reported))}
 
     def _choice(self, position: int, candidate: dict) -> dict:
         index = candidate.get("index", position)

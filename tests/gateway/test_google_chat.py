@@ -154,7 +154,7 @@ def answer(parts: list[dict], finish: str = "STOP", **extra) -> dict:
     ("RECITATION", "content_filter"), ("BLOCKLIST", "content_filter"),
     ("PROHIBITED_CONTENT", "content_filter"), ("SPII", "content_filter"), ("OTHER", "stop")])
 def test_finish_reasons_map_to_openai(finish, expected):
-    reply = wire.completion(answer([{"text": "hi"}], finish), "chatcmpl-req_1", MODEL, 1700000000)
+    reply, _ = wire.completion(answer([{"text": "hi"}], finish), "chatcmpl-req_1", MODEL, 1700000000)
     assert reply["choices"][0]["finish_reason"] == expected
 
 
@@ -162,7 +162,7 @@ def test_completion_has_the_openai_shape_without_thoughts():
     parts = [{"text": "thinking about it", "thought": True}, {"text": "Hello "}, {"text": "world"}]
     metadata = {"promptTokenCount": 10, "candidatesTokenCount": 4, "thoughtsTokenCount": 6,
                 "cachedContentTokenCount": 3, "totalTokenCount": 20}
-    reply = wire.completion(answer(parts, usageMetadata=metadata), "chatcmpl-req_1", MODEL, 1700000000)
+    reply, _ = wire.completion(answer(parts, usageMetadata=metadata), "chatcmpl-req_1", MODEL, 1700000000)
     assert reply == {
         "id": "chatcmpl-req_1", "object": "chat.completion", "created": 1700000000, "model": MODEL,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello world"},
@@ -176,7 +176,7 @@ def test_completion_has_the_openai_shape_without_thoughts():
 def test_function_calls_become_tool_calls():
     parts = [{"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}},
              {"functionCall": {"name": "get_time", "args": {}, "id": "given-id"}}]
-    [choice] = wire.completion(answer(parts), "chatcmpl-req_9", MODEL, 1)["choices"]
+    [choice] = wire.completion(answer(parts), "chatcmpl-req_9", MODEL, 1)[0]["choices"]
     assert choice["finish_reason"] == "tool_calls"
     assert choice["message"] == {"role": "assistant", "content": None, "tool_calls": [
         {"id": "call_req_9_0_0", "type": "function",
@@ -212,7 +212,8 @@ def test_stream_translator_role_first_tool_calls_and_usage_last():
     assert [c["choices"][0]["finish_reason"] for c in chunks if c] == [None, None, "tool_calls"]
     assert chunks[0]["id"] == "chatcmpl-req_2" and chunks[0]["object"] == "chat.completion.chunk"
     assert translator.finished and translator.usage == wire.Usage(3, 9)
-    assert translator.usage_chunk()["choices"] == [] and translator.usage_chunk()["usage"]["total_tokens"] == 12
+    last = translator.usage_chunk(translator.usage)
+    assert last["choices"] == [] and last["usage"]["total_tokens"] == 12
 
 
 def test_stream_error_event_raises_with_the_upstream_status():
