@@ -65,11 +65,12 @@ class GuardedRequestHandler(RequestHandler):
         if self._awaiting_request():
             if self._head_timer is None and data and not continues_body:  # a head has begun, not ended
                 self._head_timer = self._loop.call_later(self._timeouts.header_s, self._head_overdue)
-        elif was_awaiting:  # a head is complete: its body (if any) is watched from now
+        elif was_awaiting:  # a head is complete: its body, if still arriving, is watched from now
             if self._head_timer is not None:
                 self._head_timer.cancel()
                 self._head_timer = None
-            self._watch_body(self._timeouts.body_s)
+            if self._last_body is not None and not self._last_body.is_eof():  # not a GET, nor a whole body
+                self._watch_body(self._timeouts.body_s)
 
     def handle_error(self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None,
                      message: str | None = None) -> web.StreamResponse:
