@@ -30,22 +30,32 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     error: str = ""
 
 
+def _has_credit(services: Services, caller: Caller) -> bool:
+    account = services.directory.account(caller.org_id)
+    return account is not None and account.balance_inr_nano > 0
+
+
 def require_credit(services: Services, caller: Caller) -> None:
     """402 unless the organization still has credit left."""
-    account = services.directory.account(caller.org_id)
-    if account is None or account.balance_inr_nano <= 0:
-        raise ApiError(402, "insufficient credits: the organization's balance is used up and it has"
-                            " no key of its own for this provider; add credits to continue",
-                       type="insufficient_credits")
+    if not _has_credit(services, caller):
+        raise _insufficient_credits()
 
 
 def require_credit_before_body(services: Services, caller: Caller) -> None:
     """402 before a paid request's body is read, when no credit is left and the organization has
     no key of its own for any provider (which provider the request is for is in the body)."""
+    if _has_credit(services, caller):
+        return
     own_keys = services.provider_keys is not None and any(
         services.directory.provider_key(caller.org_id, provider) for provider in services.providers)
     if not own_keys:
-        require_credit(services, caller)
+        raise _insufficient_credits()
+
+
+def _insufficient_credits() -> ApiError:
+    return ApiError(402, "insufficient credits: the organization's balance is used up and it has"
+                         " no key of its own for this provider; add credits to continue",
+                    type="insufficient_credits")
 
 
 async def admit(services: Services, caller: Caller, provider_id: str) -> str:
