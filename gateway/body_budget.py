@@ -67,8 +67,9 @@ class BodyHold:
         self.size += size
 
     def release(self) -> None:
-        self._budget.give_back(self.size)
-        self.size = 0
+        if self.size:  # nothing held: no waiter to wake
+            self._budget.give_back(self.size)
+            self.size = 0
 
 
 BODY_BUDGET = web.AppKey("body_budget", BodyBudget)
