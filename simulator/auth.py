@@ -12,6 +12,7 @@ key it carried the way providers do.
 """
 
 from collections.abc import Awaitable, Callable
+from typing import NamedTuple
 from urllib.parse import quote
 
 from aiohttp import web
@@ -37,43 +38,62 @@ def goog_api_key(request: web.Request) -> str:
     return request.headers.get("x-goog-api-key", "").strip() or request.query.get("key", "").strip()
 
 
+class RouteFamily(NamedTuple):
+    """A provider's routes: how they carry the key, what their 401 says without one, and that
+    401 with a given message in the provider's error format."""
+
+    key: Callable[[web.Request], str]
+    missing: str
+    unauthorized: Callable[[str], web.Response]
+
+
+ANTHROPIC = RouteFamily(
+    lambda request: request.headers.get("x-api-key", "").strip(),
+    "x-api-key header is required",
+    lambda message: anthropic_wire.error_response(401, message))
+OPENAI = RouteFamily(
+    bearer_token,
+    "Incorrect API key provided: send 'Authorization: Bearer <key>' with a non-empty key.",
+    lambda message: openai_wire.error_response(401, message, code="invalid_api_key"))
+GEMINI = RouteFamily(
+    goog_api_key,
+    "Method requires an API key: send 'x-goog-api-key: <key>' or '?key=<key>'.",
+    lambda message: gemini_wire.error_response(401, message))
+
+
+def route_family(request: web.Request) -> RouteFamily | None:
+    """The provider whose routes `request` is for; None for the simulator's own routes."""
+    if request.path == ANTHROPIC_PATH:
+        return ANTHROPIC
+    if request.path.startswith(OPENAI_PREFIX):
+        return OPENAI
+    if request.path.startswith(GEMINI_PREFIX):
+        return GEMINI
+    return None
+
+
 def credential_error(request: web.Request) -> web.Response | None:
     """The provider's 401 when `request` lacks the credential its route family needs, else None."""
-    if request.path == ANTHROPIC_PATH:
-        if request.headers.get("x-api-key", "").strip():
-            return None
-        return anthropic_wire.error_response(401, "x-api-key header is required")
-    if request.path.startswith(OPENAI_PREFIX) and not bearer_token(request):
-        return openai_wire.error_response(
-            401,
-            "Incorrect API key provided: send 'Authorization: Bearer <key>' with a non-empty key.",
-            code="invalid_api_key",
-        )
-    if request.path.startswith(GEMINI_PREFIX) and not goog_api_key(request):
-        return gemini_wire.error_response(
-            401, "Method requires an API key: send 'x-goog-api-key: <key>' or '?key=<key>'."
-        )
-    return None
+    family = route_family(request)
+    if family is None or family.key(request):
+        return None
+    return family.unauthorized(family.missing)
 
 
 def received_key(request: web.Request) -> str:
     """The key a provider request carried, whichever way its route family sends it."""
-    return request.headers.get("x-api-key", "").strip() or bearer_token(request) or goog_api_key(request)
+    return ANTHROPIC.key(request) or bearer_token(request) or goog_api_key(request)
 
 
 def echoed_key_error(request: web.Request) -> web.Response | None:
     """A 401 quoting the key received (as it is, as a bearer header, URL-encoded), in the
     route family's format; None for a request that is not a provider request."""
+    family = route_family(request)
+    if family is None:
+        return None
     key = received_key(request)
-    message = (f"Incorrect API key provided: {key}. Sent as 'Authorization: Bearer {key}'"
-               f" (url: key={quote(key, safe='')}).")
-    if request.path == ANTHROPIC_PATH:
-        return anthropic_wire.error_response(401, message)
-    if request.path.startswith(OPENAI_PREFIX):
-        return openai_wire.error_response(401, message, code="invalid_api_key")
-    if request.path.startswith(GEMINI_PREFIX):
-        return gemini_wire.error_response(401, message)
-    return None
+    return family.unauthorized(f"Incorrect API key provided: {key}. Sent as 'Authorization: Bearer {key}'"
+                               f" (url: key={quote(key, safe='')}).")
 
 
 @web.middleware
