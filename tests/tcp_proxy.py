@@ -97,20 +97,28 @@ class TcpProxy:
             client_writer.transport.abort()
             return
         self._writers.add(server_writer)
-        pumps = [asyncio.create_task(self._pump(client_reader, server_writer)),
+        pumps = [asyncio.create_task(self._client_to_server(client_reader, server_writer)),
                  asyncio.create_task(self._pump(server_reader, client_writer))]
         self._tasks.update(pumps)
         await asyncio.gather(*pumps, return_exceptions=True)
         self._tasks.difference_update(pumps)
 
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _client_to_server(self, client: asyncio.StreamReader, server: asyncio.StreamWriter) -> None:
+        """The client's bytes to the server: a subclass may override this to watch them."""
+        await self._pump(client, server)
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    chunks: AsyncIterator[bytes] | None = None) -> None:
+        """Forward `chunks` (by default, whatever `reader` has) to `writer` until the end or a reset."""
+        source = chunks if chunks is not None else _chunks(reader)
         try:
-            while data := await reader.read(65536):
-                await self._flowing.wait()  # held back while blackholed
-                if writer.transport.is_closing():
-                    return
-                writer.write(data)
-                await writer.drain()
+            async with contextlib.aclosing(source):
+                async for data in source:
+                    await self._flowing.wait()  # held back while blackholed
+                    if writer.transport.is_closing():
+                        return
+                    writer.write(data)
+                    await writer.drain()
         except (OSError, RuntimeError):
             pass  # the other side was reset: this direction is done
         finally:
@@ -118,12 +126,17 @@ class TcpProxy:
             writer.transport.abort()
 
 
+async def _chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    while data := await reader.read(65536):
+        yield data
+
+
 @contextlib.asynccontextmanager
-async def proxied_service(port: int, name: str) -> AsyncIterator[TcpProxy]:
-    """A proxy to the local service `name` listening on `port`, closed afterwards (skips locally,
-    fails under CI=true, when the service is not listening)."""
+async def proxied_service(port: int, name: str, proxy_class: type[TcpProxy] = TcpProxy) -> AsyncIterator[TcpProxy]:
+    """A proxy (a `proxy_class`) to the local service `name` listening on `port`, closed afterwards
+    (skips locally, fails under CI=true, when the service is not listening)."""
     need_service("127.0.0.1", port, name)
-    proxy = await TcpProxy.start("127.0.0.1", port)
+    proxy = await proxy_class.start("127.0.0.1", port)
     try:
         yield proxy
     finally:
