@@ -8,13 +8,14 @@ the request ends, which is when its body is let go.
 
 from aiohttp import web
 
+from gateway import audio, chat, embeddings, messages, music, transcription
 from gateway.body_budget import BODY_BUDGET, BODY_HOLD, BodyHold
 from gateway.charges import require_credit_before_body
 from gateway.state import CALLER, SERVICES
 
 # The routes that bill the organization, so may refuse one without credit before the body.
-PAID_ROUTES = frozenset({"/v1/chat/completions", "/v1/messages", "/v1/embeddings", "/v1/audio/speech",
-                         "/v1/audio/transcriptions", "/v1/music"})
+PAID_ROUTES = frozenset({chat.ROUTE, messages.ROUTE, embeddings.ROUTE, audio.ROUTE, transcription.ROUTE,
+                         music.ROUTE})
 
 
 @web.middleware
