@@ -6,7 +6,8 @@ import msgspec
 import structlog
 
 from gateway.billing import FREE, Cost, Usage
-from gateway.errors import ApiError
+from gateway.catalogue import Resolved
+from gateway.errors import ApiError, UpstreamError
 from gateway.jsonio import encode
 from gateway.services import Caller, Services
 from ledger.events import Event, RequestCompleted
@@ -119,3 +120,12 @@ async def record(services: Services, caller: Caller, outcome: Outcome, text: dic
     """Record a request (and its text, if the org retains text); durable on return."""
     content = retained(services, caller, "", text)
     await commit(services, caller, [request_event(caller, outcome, content)], [content])
+
+
+async def record_failure(services: Services, caller: Caller, route: str, model: Resolved, exc: UpstreamError,
+                         *, stream: bool) -> None:
+    """Record a provider's failure (chat and messages, streamed or not), with the status the
+    client sees; not charged."""
+    outcome = Outcome(route=route, model=model.model_id, provider=model.provider_id,
+                      status=exc.client_status(), stream=stream, error=exc.message)
+    await record(services, caller, outcome)

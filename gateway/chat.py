@@ -7,7 +7,7 @@ from aiohttp import web
 from gateway import sse
 from gateway.billing import Cost, Usage, token_cost, usage_body
 from gateway.catalogue import Resolved, UnknownModel
-from gateway.charges import Outcome, admit, record
+from gateway.charges import Outcome, admit, record, record_failure
 from gateway.chat_request import ChatRequest
 from gateway.errors import ApiError, UpstreamError, bad_request
 from gateway.jsonio import encode
@@ -63,7 +63,7 @@ async def complete(services: Services, caller: Caller, body: dict, request: Chat
     try:
         reply = await services.providers[model.provider_id].chat(call)
     except UpstreamError as exc:
-        await _record_failure(services, caller, model, request, exc)
+        await record_failure(services, caller, ROUTE, model, exc, stream=request.stream)
         raise exc.to_api_error(model.provider_id, request.model) from None
     cost = chat_cost(services, model, reply.usage)
     answer = [c.get("message", {}).get("content") for c in reply.body.get("choices") or ()]
@@ -82,7 +82,7 @@ async def open_stream(services: Services, caller: Caller, body: dict, request: C
     try:
         upstream = await services.providers[model.provider_id].open_chat_stream(call)
     except UpstreamError as exc:
-        await _record_failure(services, caller, model, request, exc)
+        await record_failure(services, caller, ROUTE, model, exc, stream=request.stream)
         raise exc.to_api_error(model.provider_id, request.model) from None
     return StreamRelay(services, caller, request, model, upstream, byok=bool(api_key))
 
@@ -96,10 +96,12 @@ class StreamRelay(BilledRelay):
     provider breaks off is not charged.
     """
 
+    route = ROUTE
+
     def __init__(self, services: Services, caller: Caller, request: ChatRequest,
                  model: Resolved, upstream: ChatStream, byok: bool = False) -> None:
         self.services, self.caller, self.request = services, caller, request
-        self.model, self.upstream, self.byok, self.requested = model, upstream, byok, request.model
+        self.model, self.upstream, self.byok = model, upstream, byok
         self.delivered, self.usage, self.text = 0, None, []
         self.usage_chunk: dict | None = None
 
@@ -131,9 +133,6 @@ class StreamRelay(BilledRelay):
         await response.write(sse.DONE)
         await response.write_eof()
 
-    async def _record_failure(self, exc: UpstreamError) -> None:
-        await _record_failure(self.services, self.caller, self.model, self.request, exc)
-
     def _error_frames(self, error: ApiError) -> bytes:
         return sse.frame(encode(error.body())) + sse.DONE
 
@@ -154,10 +153,3 @@ def _outcome(model: Resolved, request: ChatRequest, status: int, usage: Usage, c
     return Outcome(route=ROUTE, model=model.model_id, provider=model.provider_id, status=status,
                    stream=stream, usage=usage, cost=cost, charged=status in (200, 499) and not byok,
                    error=error)
-
-
-async def _record_failure(services: Services, caller: Caller, model: Resolved,
-                          request: ChatRequest, exc: UpstreamError) -> None:
-    outcome = Outcome(route=ROUTE, model=model.model_id, provider=model.provider_id,
-                      status=exc.client_status(), stream=request.stream, error=exc.message)
-    await record(services, caller, outcome)

@@ -17,7 +17,7 @@ from aiohttp import web
 from gateway import messages_wire as wire
 from gateway.billing import Cost, Usage, cost_body
 from gateway.catalogue import Resolved
-from gateway.charges import Outcome, admit, record
+from gateway.charges import Outcome, admit, record, record_failure
 from gateway.chat import chat_cost, resolve_chat_model
 from gateway.errors import ApiError, UpstreamError
 from gateway.jsonio import encode
@@ -53,7 +53,7 @@ async def create(services: Services, caller: Caller, body: dict, request: Messag
     try:
         message, usage = await _ask(services.providers[model.provider_id], call)
     except UpstreamError as exc:
-        await _record_failure(services, caller, model, request, exc)
+        await record_failure(services, caller, ROUTE, model, exc, stream=request.stream)
         raise exc.to_api_error(model.provider_id, request.model) from None
     cost = chat_cost(services, model, usage)
     await record(services, caller, _outcome(model, request, 200, usage, cost, byok=bool(api_key)),
@@ -78,7 +78,7 @@ async def open_stream(services: Services, caller: Caller, body: dict, request: M
     try:
         upstream = await _open(services.providers[model.provider_id], call, request.model)
     except UpstreamError as exc:
-        await _record_failure(services, caller, model, request, exc)
+        await record_failure(services, caller, ROUTE, model, exc, stream=request.stream)
         raise exc.to_api_error(model.provider_id, request.model) from None
     return MessagesRelay(services, caller, request, model, upstream, byok=bool(api_key))
 
@@ -129,10 +129,12 @@ class MessagesRelay(BilledRelay):
     billed for the output delivered plus an estimated prompt; a provider failure is not charged.
     """
 
+    route = ROUTE
+
     def __init__(self, services: Services, caller: Caller, request: MessagesRequest,
                  model: Resolved, upstream: MessageEvents, byok: bool = False) -> None:
         self.services, self.caller, self.request = services, caller, request
-        self.model, self.upstream, self.byok, self.requested = model, upstream, byok, request.model
+        self.model, self.upstream, self.byok = model, upstream, byok
         self.delivered, self.usage, self.text = 0, None, []
         self.closing = {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
                         "usage": {}}
@@ -164,9 +166,6 @@ class MessagesRelay(BilledRelay):
         await response.write(MESSAGE_STOP)
         await response.write_eof()
 
-    async def _record_failure(self, exc: UpstreamError) -> None:
-        await _record_failure(self.services, self.caller, self.model, self.request, exc)
-
     def _error_frames(self, error: ApiError) -> bytes:
         return event_frame("error", encode({"type": "error", **error.body()}))  # Anthropic's error event
 
@@ -176,10 +175,3 @@ def _outcome(model: Resolved, request: MessagesRequest, status: int, usage: Usag
     """Delivered requests are charged, unless the org paid the provider with its own key."""
     return Outcome(route=ROUTE, model=model.model_id, provider=model.provider_id, status=status,
                    stream=stream, usage=usage, cost=cost, charged=status in (200, 499) and not byok)
-
-
-async def _record_failure(services: Services, caller: Caller, model: Resolved,
-                          request: MessagesRequest, exc: UpstreamError) -> None:
-    outcome = Outcome(route=ROUTE, model=model.model_id, provider=model.provider_id,
-                      status=exc.client_status(), stream=request.stream, error=exc.message)
-    await record(services, caller, outcome)

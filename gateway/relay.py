@@ -9,13 +9,16 @@ cannot record ends the stream with an error event too, never with a silent cut.
 
 import abc
 import asyncio
+from typing import Protocol
 
 import structlog
 from aiohttp import web
 
 from gateway.catalogue import Resolved
+from gateway.charges import record_failure
 from gateway.errors import ApiError, UpstreamError, ledger_unavailable
 from gateway.providers.base import ChatStream
+from gateway.services import Caller, Services
 from ledger.recorder import AppendRejected, LedgerUnavailable
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
@@ -34,10 +37,18 @@ def unrecorded_error(exc: Exception) -> ApiError:
     return ledger_unavailable()
 
 
+class RelayedRequest(Protocol):
+    model: str  # the model as the client named it
+    stream: bool
+
+
 class BilledRelay(abc.ABC):
+    route: str  # the route its requests are recorded under
+    services: Services
+    caller: Caller
+    request: RelayedRequest
     upstream: ChatStream  # anything with aclose(); subclasses iterate it in _relay
     model: Resolved
-    requested: str  # the model as the client named it
 
     async def send(self, http_request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers=SSE_HEADERS)
@@ -63,10 +74,10 @@ class BilledRelay(abc.ABC):
     async def _upstream_failed(self, response: web.StreamResponse, exc: UpstreamError) -> None:
         """Record the failure (not charged) and tell the client in the stream."""
         try:
-            await self._record_failure(exc)
+            await record_failure(self.services, self.caller, self.route, self.model, exc, stream=self.request.stream)
         except UNRECORDED as failure:  # the client still hears what failed
             log.warning("stream_failure_unrecorded", error=repr(failure), upstream_error=exc.message)
-        await self._end_with(response, exc.to_api_error(self.model.provider_id, self.requested))
+        await self._end_with(response, exc.to_api_error(self.model.provider_id, self.request.model))
 
     async def _end_with(self, response: web.StreamResponse, error: ApiError) -> None:
         try:
@@ -90,10 +101,6 @@ class BilledRelay(abc.ABC):
     @abc.abstractmethod
     async def _finish(self, response: web.StreamResponse, billed: object) -> None:
         """Send the closing frames, carrying what was charged, and end the response."""
-
-    @abc.abstractmethod
-    async def _record_failure(self, exc: UpstreamError) -> None:
-        """Record the provider's failure in the ledger, not charged."""
 
     @abc.abstractmethod
     def _error_frames(self, error: ApiError) -> bytes:
