@@ -21,14 +21,17 @@ MALFORMED = "malformed"  # what a malformed answer holds where an array or objec
 
 
 class HostileDirectives(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The faults of a hostile provider (None / False: not given); every route knows them.
+    """The faults of a hostile provider (None / False: not given). The chat routes know them
+    all; the media and realtime routes only the ones they honour (`simulator.openai_media`,
+    `simulator.openai_realtime`), the music route none.
 
     usage: report a usage the gateway must refuse: "negative" (the prompt count is
         -50000000), "string" ("12"), "huge" (10**15), "float" (12.5), "bool" (true) or
         "cached_over" (more cached tokens than prompt tokens; on Anthropic, whose cache counts
         are apart from input_tokens, a negative input_tokens the cache read more than offsets;
         ignored where no cache is reported: embeddings, transcriptions).
-        On transcriptions billed by the second, the fault is in the seconds reported.
+        On transcriptions billed by the second, the fault is in the seconds reported, where
+        "float" (12.5) is a sound duration: that answer is billed as usual.
     malformed: a 200 whose main field has the wrong type (chat `choices`, Anthropic `content`,
         Gemini `candidates`, embeddings `data` a string; a transcription's `text` a number);
         on a stream, one chunk so broken after the content.

@@ -27,10 +27,10 @@ from aiohttp import BodyPartReader, web
 
 from simulator.behaviour import pace
 from simulator.connection import drop_connection, wait_until_gone
-from simulator.hostile import NO_FAULTS, HostileDirectives, spoiled_usage
+from simulator.hostile import spoiled_usage
 from simulator.mp3 import audio_start, frames_for, parse_frame_header, silent_frames
-from simulator.openai_media import BadRequest, bad_request, convert, json_body, media_directives, \
-    media_plan, refusal
+from simulator.openai_media import NO_ANSWER_DIRECTIVES, NO_SPEECH_DIRECTIVES, AnswerDirectives, BadRequest, \
+    bad_request, convert, json_body, media_directives, media_plan, refusal
 from simulator.openai_wire import json_response
 from simulator.plan import Plan
 from simulator.recording import RECORD_KEY
@@ -96,10 +96,10 @@ async def create_speech(request: web.Request) -> web.StreamResponse:
     """Stream the speech of `input` in pieces, per settings and directives."""
     try:
         speech = convert(json_body(request[RECORD_KEY].body), SpeechRequest)
-        directives = media_directives([speech.input, speech.instructions or ""])
+        directives = media_directives([speech.input, speech.instructions or ""], NO_SPEECH_DIRECTIVES)
     except BadRequest as exc:
         return bad_request(exc)
-    plan = media_plan(request.app[SETTINGS_KEY], directives)
+    plan = media_plan(request.app[SETTINGS_KEY], directives, directives.hang_after)
     if (refused := await refusal(request, plan, whole=False)) is not None:
         return refused
     audio = speech_audio(speech.response_format, speech_seconds(speech.input, speech.speed))
@@ -276,7 +276,7 @@ def subtitles(parts: list[dict[str, Any]], vtt: bool) -> str:
     return ("WEBVTT\n\n" if vtt else "") + "\n".join(cues)
 
 
-def transcription_answer(call: Transcription, faults: HostileDirectives = NO_FAULTS) -> web.Response:
+def transcription_answer(call: Transcription, faults: AnswerDirectives = NO_ANSWER_DIRECTIVES) -> web.Response:
     """The answer in the asked format: JSON objects, or plain text, SRT or WebVTT (a hostile
     provider's faults spoil the usage, or make the text a number)."""
     words = transcript_words(call.seconds)
@@ -299,7 +299,7 @@ async def create_transcription(request: web.Request) -> web.StreamResponse:
     """Transcribe the uploaded file, per settings and directives in the `prompt` field."""
     try:
         call = transcription_of(*await read_form(request))
-        directives = media_directives([call.prompt])
+        directives = media_directives([call.prompt], NO_ANSWER_DIRECTIVES)
     except BadRequest as exc:
         return bad_request(exc)
     refused = await refusal(request, media_plan(request.app[SETTINGS_KEY], directives))

@@ -22,9 +22,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 from aiohttp import web
 
-from simulator.openai_media import BadRequest, bad_request, convert, json_body, media_directives, \
-    media_plan, refusal
-from simulator.hostile import MALFORMED, NO_FAULTS, HostileDirectives, spoiled_usage
+from simulator.openai_media import NO_ANSWER_DIRECTIVES, AnswerDirectives, BadRequest, bad_request, convert, \
+    json_body, media_directives, media_plan, refusal
+from simulator.hostile import MALFORMED, spoiled_usage
 from simulator.openai_wire import json_response
 from simulator.recording import RECORD_KEY
 from simulator.settings import SETTINGS_KEY
@@ -88,7 +88,7 @@ def tokens_of(item: str | list[int]) -> int:
 
 
 def embeddings_body(request: EmbeddingRequest, items: list[str | list[int]],
-                    faults: HostileDirectives = NO_FAULTS) -> dict[str, Any]:
+                    faults: AnswerDirectives = NO_ANSWER_DIRECTIVES) -> dict[str, Any]:
     """The ``list`` object OpenAI answers with (as a hostile provider spoils it, if asked)."""
     dimensions = request.dimensions or MODEL_DIMENSIONS.get(request.model, DEFAULT_DIMENSIONS)
     encode = encode_base64 if request.encoding_format == "base64" else (lambda values: values)
@@ -105,7 +105,7 @@ async def create_embeddings(request: web.Request) -> web.StreamResponse:
     try:
         parsed = convert(json_body(request[RECORD_KEY].body), EmbeddingRequest)
         items = inputs_of(parsed.input)
-        directives = media_directives(item for item in items if isinstance(item, str))
+        directives = media_directives((item for item in items if isinstance(item, str)), NO_ANSWER_DIRECTIVES)
     except BadRequest as exc:
         return bad_request(exc)
     refused = await refusal(request, media_plan(request.app[SETTINGS_KEY], directives))

@@ -7,7 +7,7 @@ drop after K audio chunks).
 """
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 from aiohttp import web
@@ -15,52 +15,71 @@ from aiohttp import web
 from simulator.behaviour import abandoned, delay_headers
 from simulator.connection import drop_connection
 from simulator.directives import ErrorStatus, NonNegative, parse_as
-from simulator.hostile import HostileDirectives
+from simulator.hostile import UsageFault
 from simulator.openai_chat import simulated_error
 from simulator.openai_wire import error_response
 from simulator.plan import Plan
 from simulator.settings import Settings
 
 
-class MediaDirectives(HostileDirectives, frozen=True, forbid_unknown_fields=True):
-    """Per-request overrides; None / False means "not given".
-
-    usage, malformed: a hostile provider's faults (`simulator.hostile`; embeddings and
-        transcriptions).
+class MediaDirectives(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Per-request overrides every media route honours; None / False means "not given".
+    Each route reads its own subclass, so a knob it would ignore is an unknown directive.
 
     status, latency_ms, hang: as for chat.
     drop_after: abort the connection; a JSON answer is dropped before any byte, a speech
         stream after K audio chunks.
-    hang_after: (speech) send K audio chunks, then go silent until the client leaves.
     """
 
     status: ErrorStatus | None = None
     latency_ms: NonNegative | None = None
     hang: bool = False
-    hang_after: NonNegative | None = None
     drop_after: NonNegative | None = None
 
 
-NO_MEDIA_DIRECTIVES = MediaDirectives()
+class AnswerDirectives(MediaDirectives, frozen=True, forbid_unknown_fields=True):
+    """The knobs of the routes answering with one JSON body (embeddings, transcriptions).
+
+    usage, malformed: a hostile provider's faults in that body (`simulator.hostile`).
+    """
+
+    usage: UsageFault | None = None
+    malformed: bool = False
+
+
+class SpeechDirectives(MediaDirectives, frozen=True, forbid_unknown_fields=True):
+    """The knobs of the speech route, which streams audio.
+
+    hang_after: send K audio chunks, then go silent until the client leaves.
+    """
+
+    hang_after: NonNegative | None = None
+
+
+NO_ANSWER_DIRECTIVES = AnswerDirectives()
+NO_SPEECH_DIRECTIVES = SpeechDirectives()
+Knobs = TypeVar("Knobs", bound=MediaDirectives)
 
 
 class BadRequest(ValueError):
     """A request the real API would answer with 400; the message says why."""
 
 
-def media_directives(texts: Iterable[str]) -> MediaDirectives:
-    """The directives in `texts`; BadRequest for a malformed or unknown marker."""
+def media_directives(texts: Iterable[str], empty: Knobs) -> Knobs:
+    """The directives in `texts`, read as the route's own knobs (`empty`: none given);
+    BadRequest for a malformed or unknown marker."""
     try:
-        return parse_as(texts, NO_MEDIA_DIRECTIVES)
+        return parse_as(texts, empty)
     except ValueError as exc:
         raise BadRequest(str(exc)) from exc
 
 
-def media_plan(settings: Settings, directives: MediaDirectives) -> Plan:
-    """Settings merged with `directives` (no tokens: media answers are not token-paced)."""
+def media_plan(settings: Settings, directives: MediaDirectives, hang_after: int | None = None) -> Plan:
+    """Settings merged with `directives` (no tokens: media answers are not token-paced);
+    `hang_after` from the speech route's own knobs."""
     latency_ms = settings.latency_ms if directives.latency_ms is None else directives.latency_ms
     return Plan(latency_s=latency_ms / 1000, tokens=0, truncated=False, token_interval_s=0.0,
-                status=directives.status, hang=directives.hang, hang_after=directives.hang_after,
+                status=directives.status, hang=directives.hang, hang_after=hang_after,
                 drop_after=directives.drop_after)
 
 

@@ -6,6 +6,8 @@ import orjson
 import pytest
 
 from simulator.hostile import FAULTY_COUNTS, NOT_JSON, spoiled_usage
+from simulator.mp3 import silent_mp3
+from support import transcription_form
 
 OPENAI = {"Authorization": "Bearer sk-test"}
 ANTHROPIC = {"x-api-key": "sk-ant-test", "anthropic-version": "2023-06-01"}
@@ -91,3 +93,20 @@ async def test_embeddings_faults(make_client):
     body = {"model": "text-embedding-3-small", "input": "one two [sim:usage=huge] [sim:malformed]"}
     answer = await (await client.post("/v1/embeddings", headers=OPENAI, json=body)).json()
     assert answer["usage"]["prompt_tokens"] == 10**15 and answer["data"] == "malformed"
+
+
+@pytest.mark.parametrize(("path", "directive"), [
+    ("/v1/embeddings", "[sim:bad_chunk]"), ("/v1/embeddings", "[sim:no_end]"), ("/v1/embeddings", "[sim:hang_after=1]"),
+    ("/v1/audio/speech", "[sim:usage=huge]"), ("/v1/audio/speech", "[sim:malformed]"),
+    ("/v1/audio/transcriptions", "[sim:bad_chunk]")])
+async def test_a_media_route_refuses_a_directive_it_would_ignore(make_client, path, directive):
+    client = await make_client()
+    if path == "/v1/audio/transcriptions":
+        request = {"data": transcription_form(silent_mp3(1), prompt=directive)}
+    elif path == "/v1/audio/speech":
+        request = {"json": {"model": "tts-1", "input": f"hi {directive}", "voice": "alloy"}}
+    else:
+        request = {"json": {"model": "text-embedding-3-small", "input": f"one {directive}"}}
+    response = await client.post(path, headers=OPENAI, **request)
+    assert response.status == 400
+    assert "invalid simulator directive" in (await response.json())["error"]["message"]
