@@ -9,7 +9,7 @@ from redis.asyncio import Redis
 
 from gateway import providers, realtime, redis_client
 from gateway.catalogue import Catalogue
-from gateway.config import Config
+from gateway.config import Config, LedgerConfig
 from gateway.directory import Directory
 from gateway.handlers import MAX_BODY_BYTES, setup_routes
 from gateway.idempotency import IdempotencyKeys
@@ -60,10 +60,15 @@ def create_app(config: Config) -> web.Application:
     return app
 
 
+def ledger_recorder(settings: LedgerConfig) -> Recorder:
+    """The configured ledger's recorder, with its timeouts (not yet open)."""
+    return recorder_for(settings.url, timeout_s=settings.timeout_s, connect_timeout_s=settings.connect_timeout_s)
+
+
 async def ledger_ctx(app: web.Application) -> AsyncIterator[None]:
     """The recorder, its group-commit writer, and the in-memory directory that follows it."""
     settings = app[CONFIG].ledger
-    recorder = recorder_for(settings.url, timeout_s=settings.timeout_s, connect_timeout_s=settings.connect_timeout_s)
+    recorder = ledger_recorder(settings)
     await recorder.open(migrate=settings.migrate_on_start)
     directory = Directory()
     follower = LogFollower(recorder, directory.apply, after=await directory.load(recorder))

@@ -10,12 +10,12 @@ import msgspec
 
 from gateway import admin, config as config_module, demo, logs, server, workers
 from gateway.admin import AdminError
+from gateway.app import ledger_recorder
 from gateway.config import Config, ConfigError
 from gateway.jsonio import lines
 from gateway.redaction import Redactor
 from gateway.sealing import Sealer
 from ledger import audit
-from ledger.backends import recorder_for
 from ledger.recorder import SCHEMA_VERSION, LedgerUnavailable, Recorder, SchemaOutOfDate
 
 
@@ -109,8 +109,7 @@ def _secret_argument(text: str) -> str:
 
 async def with_recorder(config: Config, action: Callable[[Recorder], Awaitable[object]]) -> object:
     """Run `action` on the configured ledger (created on first use), then close it."""
-    ledger = config.ledger
-    recorder = recorder_for(ledger.url, timeout_s=ledger.timeout_s, connect_timeout_s=ledger.connect_timeout_s)
+    recorder = ledger_recorder(config.ledger)
     await recorder.open()
     try:
         return await action(recorder)

@@ -6,9 +6,9 @@ import sys
 import msgspec
 
 from gateway import admin, server
+from gateway.app import ledger_recorder
 from gateway.config import Config, ProviderConfig
 from gateway.jsonio import loads
-from ledger.backends import recorder_for
 
 DEMO_CREDITS_INR = "1000"
 BANNER = """
@@ -53,7 +53,7 @@ def with_simulator(config: Config, sim_url: str) -> Config:
 
 
 async def _create_demo_org(config: Config) -> dict:
-    recorder = recorder_for(config.ledger.url)
+    recorder = ledger_recorder(config.ledger)
     await recorder.open()
     try:
         return await admin.create_org(recorder, "demo", DEMO_CREDITS_INR)
