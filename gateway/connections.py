@@ -151,7 +151,8 @@ class GuardedAppRunner(web.AppRunner):
 
     async def _make_server(self) -> web.Server:
         plain = await super()._make_server()  # starts the application, as aiohttp does
+        # The same server with the same settings (aiohttp's Server keeps all but these in _kwargs),
+        # only its connections are ours.
         return GuardedServer(plain.request_handler, request_factory=plain.request_factory,
-                             handler_cancellation=plain.handler_cancellation,
-                             loop=asyncio.get_running_loop(), timeouts=self._timeouts,
-                             **{k: v for k, v in self._kwargs.items() if k != "handler_cancellation"})
+                             handler_cancellation=plain.handler_cancellation, loop=plain._loop,
+                             timeouts=self._timeouts, **plain._kwargs)
