@@ -33,8 +33,9 @@ class ApiError(Exception):
         self.extra, self.headers = extra or {}, headers or {}
 
     def body(self) -> dict:
-        detail = ErrorDetail(self.message, self.type, self.code, self.param)
-        return {"error": {**msgspec.structs.asdict(detail), **self.extra}}
+        """ErrorBody as a dict (the keys of ErrorDetail, then any `extra`)."""
+        return {"error": {"message": self.message, "type": self.type, "code": self.code, "param": self.param,
+                          **self.extra}}
 
     def response(self) -> web.Response:
         return web.Response(status=self.status, body=encode(self.body()),

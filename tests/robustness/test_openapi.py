@@ -1,7 +1,9 @@
 """GET /openapi.json: an OpenAPI 3.1 document of every route, generated from the handlers' types."""
 
+import msgspec
 import pytest
 
+from gateway.errors import ApiError, ErrorBody
 from gateway.openapi import OPERATIONS
 
 
@@ -26,6 +28,14 @@ async def test_bodies_and_errors_come_from_the_msgspec_types(gateway):
     assert "text-embedding-3-small" in schemas["EmbeddingRequest"]["properties"]["model"]["enum"]
     assert set(schemas["ErrorDetail"]["required"]) == {"message", "type", "code", "param"}
     assert chat["responses"]["4XX"] == {"$ref": "#/components/responses/Error"}
+
+
+def test_the_error_body_is_the_documented_schema():
+    body = ApiError(404, "gone", type="not_found", extra={"provider": "openai"}).body()
+    documented = msgspec.convert(body, ErrorBody)  # the body has every field the schema names
+    assert msgspec.structs.asdict(documented.error) == {"message": "gone", "type": "not_found",
+                                                        "code": "not_found", "param": None}
+    assert body["error"]["provider"] == "openai"
 
 
 async def test_query_parameters_come_from_the_parsers_constants(gateway):
