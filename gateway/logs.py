@@ -11,9 +11,9 @@ import sys
 import orjson
 import structlog
 
-from gateway.redaction import Redactor, mask_secrets
+from gateway.redaction import Redactor
 
-__all__ = ["configure", "mask_secrets", "redact_secrets", "Redacting"]
+__all__ = ["configure", "Redacting"]
 
 
 class Redacting:
@@ -30,9 +30,6 @@ class Redacting:
             return event_dict
         return {key: self._redactor(value) if isinstance(value, str) else value
                 for key, value in event_dict.items()}
-
-
-redact_secrets = Redacting(Redactor())  # key shapes only: for output before the configuration is known
 
 
 def configure(level: int = logging.INFO, redactor: Redactor | None = None, **always: object) -> None:

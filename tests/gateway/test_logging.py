@@ -9,8 +9,8 @@ import aiohttp
 import pytest
 
 from support import PROVIDER_KEY, auth, decimal_json
-from gateway.logs import Redacting, mask_secrets, redact_secrets
-from gateway.redaction import Redactor
+from gateway.logs import Redacting
+from gateway.redaction import Redactor, mask_secrets
 from gateway_helpers import (
     chat_body, clean_env, gateway_process, json_lines, ledger_toml, one_json_object, run_cli,
     write_config,
@@ -127,6 +127,8 @@ async def test_every_stderr_line_is_json(served_traffic):
 
 
 # --- redact_secrets -------------------------------------------------------------------------
+
+redact_secrets = Redacting(Redactor())  # what configure() installs without the configured keys: key shapes only
 
 
 def test_redact_secrets_masks_every_key_shape_and_keeps_the_rest():
