@@ -26,7 +26,7 @@ from ledger.recorder import (
     CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, CorruptEvent, Outcome, Recorded, Recorder,
     Secret, accepted, held_by, isolating_rejections, out_of_date, plan,
 )
-from ledger.timeouts import CONNECT_TIMEOUT_S, STATEMENT_TIMEOUT_S, unavailable_on
+from ledger.timeouts import CONNECT_TIMEOUT_S, MIGRATE_TIMEOUT_S, STATEMENT_TIMEOUT_S, unavailable_on
 
 APPEND_LOCK = 7_381_446_205_117  # pg_advisory_xact_lock key: one writer of the log at a time
 # An append's first round trip: its transaction and the lock (see the module doc), no parameters.
@@ -115,7 +115,6 @@ REJECTIONS = (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError, Over
 # Driver failures meaning the database is down, unreachable or too slow, not that a write is wrong.
 OUTAGES = (OSError, TimeoutError, asyncpg.PostgresConnectionError, asyncpg.OperatorInterventionError,
            asyncpg.InsufficientResourcesError)
-MIGRATE_TIMEOUT_S = 600.0  # a schema upgrade backfills projections: it may take a while, once
 
 
 def dsn_and_schema(url: str) -> tuple[str, str]:

@@ -24,7 +24,7 @@ from ledger.recorder import (
     CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, CorruptEvent, Outcome, Recorded, Recorder,
     isolating_rejections, out_of_date,
 )
-from ledger.timeouts import STATEMENT_TIMEOUT_S, reporting_outages, unavailable_on
+from ledger.timeouts import MIGRATE_TIMEOUT_S, STATEMENT_TIMEOUT_S, reporting_outages, unavailable_on
 from ledger import write_lock
 
 SCHEMA = """
@@ -177,7 +177,9 @@ class SQLiteRecorder(Recorder):
         self._reader = await self._connect() if self.path != ":memory:" else self._writer
 
     async def _create_or_migrate(self) -> None:
-        async with self._exclusive():  # another process may be creating the same file
+        # Another process may be creating or upgrading the same file (workers started together):
+        # wait for it as long as an upgrade may take, not just as long as one write may.
+        async with self._exclusive(MIGRATE_TIMEOUT_S):
             await self._writer.executescript(SCHEMA)
             await self._migrate()
             await self._writer.executescript(INDEXES)
@@ -199,7 +201,7 @@ class SQLiteRecorder(Recorder):
         """Bring a ledger made by an earlier version up to this schema, once."""
         db = self._writer
         if await self._version() >= SCHEMA_VERSION:
-            return  # current: opening never waits for the write lock of a busy writer
+            return  # current: nothing to write, so no SQLite write transaction is begun
         await db.execute("BEGIN IMMEDIATE")  # another process may be opening the same file
         try:
             if await self._version() < SCHEMA_VERSION:  # it may have migrated while we waited
@@ -235,14 +237,15 @@ class SQLiteRecorder(Recorder):
             self._file_lock.close()
 
     @contextlib.asynccontextmanager
-    async def _exclusive(self) -> AsyncIterator[None]:
+    async def _exclusive(self, timeout_s: float | None = None) -> AsyncIterator[None]:
         """This recorder's turn to write, and then this process's (in that order: a process
-        queues in the kernel once, not once per waiting task); bounded by the timeout."""
+        queues in the kernel once, not once per waiting task); the wait for another process is
+        bounded by `timeout_s` (the recorder's timeout unless given)."""
         async with self._write_lock:
             if self._file_lock is None:
                 yield
                 return
-            async with self._file_lock.held(self._timeout_s):
+            async with self._file_lock.held(self._timeout_s if timeout_s is None else timeout_s):
                 yield
 
     async def append(self, units: Sequence[Append]) -> list[Outcome]:

@@ -13,6 +13,9 @@ from ledger.recorder import LedgerUnavailable
 
 STATEMENT_TIMEOUT_S = 3.0  # one statement, a pooled connection, or SQLite's write lock
 CONNECT_TIMEOUT_S = 2.0  # establishing a new connection to a database server
+# Opening with a schema upgrade: the upgrade backfills projections and may take a while, once,
+# while every other process opening the same store (workers started together) waits for it.
+MIGRATE_TIMEOUT_S = 600.0
 
 
 @contextlib.contextmanager

@@ -114,3 +114,20 @@ async def test_a_process_that_always_wants_the_lock_still_lets_a_waiter_have_its
         churner.kill()
         await churner.wait()
     assert len(await ledger.read_stream("o0")) == 2 + 20
+
+
+async def test_opening_waits_past_the_timeout_for_another_process_creating_or_upgrading_the_file(
+        ledger, ledger_path, holder):
+    # `gateway serve --workers N`: every worker opens at once and one of them upgrades the schema,
+    # which may take far longer than one write; the others wait for it instead of failing to start.
+    other = SQLiteRecorder(str(ledger_path), timeout_s=TIMEOUT_S)
+    opening = asyncio.create_task(other.open())
+    try:
+        await asyncio.sleep(TIMEOUT_S * 3)
+        assert not opening.done()
+        holder.stdin.close()  # the "upgrade" is done
+        await asyncio.wait_for(opening, 5)
+        assert len(await other.read_stream("o0")) == 2
+    finally:
+        await asyncio.wait([opening])
+        await other.close()
