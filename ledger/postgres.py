@@ -24,7 +24,7 @@ from ledger.events import decode_event
 from ledger.pg_writes import Run, SetWriter, numbered
 from ledger.recorder import (
     CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, CorruptEvent, Outcome, Recorded, Recorder,
-    Secret, accepted, held_by, isolating_rejections, out_of_date, plan,
+    accepted, held_by, isolating_rejections, out_of_date, plan,
 )
 from ledger.timeouts import CONNECT_TIMEOUT_S, MIGRATE_TIMEOUT_S, STATEMENT_TIMEOUT_S, unavailable_on
 
@@ -89,13 +89,6 @@ CREATE INDEX IF NOT EXISTS music_tracks_hosted ON music_tracks (created_at_us)
     WHERE storage = 's3' AND error = 0 AND expired_at_us IS NULL;
 CREATE INDEX IF NOT EXISTS content_kept ON content (created_at_us) WHERE body IS NOT NULL;
 """ + projections.REQUEST_LOG_FILTERS
-# Written like the projections (qmark, one row) so that ledger.pg_writes applies them as sets too.
-INSERT_EVENT = ("INSERT INTO events (position, stream_id, version, type, recorded_at_us, data, hash)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)")
-INSERT_CONTENT = "INSERT INTO content (content_id, stream_id, sha256, body, created_at_us) VALUES (?, ?, ?, ?, ?)"
-PUT_SECRET = ("INSERT INTO secrets (stream_id, name, sealed) VALUES (?, ?, ?)"
-              " ON CONFLICT (stream_id, name) DO UPDATE SET sealed = excluded.sealed")
-DROP_SECRET = "DELETE FROM secrets WHERE stream_id = ? AND name = ?"
 SELECT_EVENTS = "SELECT position, stream_id, version, recorded_at_us, type, data, hash FROM events"
 # Everything plan() needs, read in one round trip once the lock is held (a statement of its own, so
 # its snapshot is taken after the lock): each stream's head (one index probe per stream, however
@@ -220,19 +213,8 @@ class PostgresRecorder(Recorder):
         async with self._connection() as db, _append_transaction(db):
             heads, last, available = await _read_under_lock(db, units)
             outcomes = plan(units, heads, last, available=available)
-            await self._write(db, list(accepted(units, outcomes)))
+            await self._apply(db, projections.writes(list(accepted(units, outcomes))))
         return outcomes
-
-    async def _write(self, db: asyncpg.Connection, units: list[tuple[Append, list[Recorded]]]) -> None:
-        recorded = [r for _, rs in units for r in rs]
-        runs: list[Run] = [(INSERT_EVENT, [
-            (r.position, r.stream_id, r.version, r.kind, r.recorded_at_us, r.data, r.hash) for r in recorded])]
-        contents = [(c.content_id, u.stream_id, c.sha256, c.body, rs[0].recorded_at_us)
-                    for u, rs in units for c in u.contents]
-        if contents:
-            runs.append((INSERT_CONTENT, contents))
-        runs += [_secret_run(unit.stream_id, secret) for unit, _ in units for secret in unit.secrets]
-        await self._apply(db, runs + projections.grouped(recorded))
 
     async def _apply(self, db: asyncpg.Connection, runs: list[Run]) -> None:
         await self._sets.learn(db, runs)
@@ -291,12 +273,6 @@ class PostgresRecorder(Recorder):
 
     def scratch(self) -> "PostgresRecorder":
         return _ScratchPostgresRecorder(self._dsn, f"replay_{uuid.uuid4().hex[:16]}", pool_size=2)
-
-
-def _secret_run(stream_id: str, secret: Secret) -> Run:
-    if secret.sealed is None:
-        return DROP_SECRET, [(stream_id, secret.name)]
-    return PUT_SECRET, [(stream_id, secret.name, secret.sealed)]
 
 
 async def _keep_session(db: asyncpg.Connection) -> None:

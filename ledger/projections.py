@@ -12,7 +12,7 @@ from ledger.events import (
     IdempotencyKeyReleased, KeyLimitsSet, MediaExpired, MusicTrackRecorded, OrgCreated, ProviderKeyRemoved,
     ProviderKeySet, RequestCompleted, RetentionChanged,
 )
-from ledger.recorder import Recorded
+from ledger.recorder import Append, Recorded, Secret
 
 # Statements run in phases: rows are created before anything updates them, so statements
 # of one kind can be batched into a single executemany without changing the result.
@@ -207,6 +207,37 @@ def grouped(recorded: Iterable[Recorded]) -> list[tuple[str, list[tuple]]]:
         else:
             runs.append((sql, [params]))
     return runs
+
+
+# What an append writes beside the projections, in the same portable form (qmark, one row per
+# parameter tuple), so that ledger.pg_writes applies these as sets too.
+INSERT_EVENT = ("INSERT INTO events (position, stream_id, version, type, recorded_at_us, data, hash)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)")
+INSERT_CONTENT = ("INSERT INTO content (content_id, stream_id, sha256, body, created_at_us)"
+                  " VALUES (?, ?, ?, ?, ?)")
+PUT_SECRET = ("INSERT INTO secrets (stream_id, name, sealed) VALUES (?, ?, ?)"
+              " ON CONFLICT (stream_id, name) DO UPDATE SET sealed = excluded.sealed")
+DROP_SECRET = "DELETE FROM secrets WHERE stream_id = ? AND name = ?"
+
+
+def writes(units: Sequence[tuple[Append, list[Recorded]]]) -> list[tuple[str, list[tuple]]]:
+    """Every write of an append's accepted units (recorder.accepted), as (sql, [params]) runs in
+    the order both backends run them: the events, their content, each secret, the projections."""
+    recorded = [r for _, rs in units for r in rs]
+    runs: list[tuple[str, list[tuple]]] = [(INSERT_EVENT, [
+        (r.position, r.stream_id, r.version, r.kind, r.recorded_at_us, r.data, r.hash) for r in recorded])]
+    contents = [(c.content_id, u.stream_id, c.sha256, c.body, rs[0].recorded_at_us)
+                for u, rs in units for c in u.contents]
+    if contents:
+        runs.append((INSERT_CONTENT, contents))
+    runs += [_secret_run(unit.stream_id, secret) for unit, _ in units for secret in unit.secrets]
+    return runs + grouped(recorded)
+
+
+def _secret_run(stream_id: str, secret: Secret) -> tuple[str, list[tuple]]:
+    if secret.sealed is None:
+        return DROP_SECRET, [(stream_id, secret.name)]
+    return PUT_SECRET, [(stream_id, secret.name, secret.sealed)]
 
 
 def _sum(rows: list[tuple], key: slice) -> tuple:

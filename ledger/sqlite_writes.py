@@ -13,15 +13,8 @@ import sqlite3
 from collections.abc import Sequence
 
 from ledger import projections
-from ledger.recorder import Append, Outcome, Recorded, Secret, accepted, held_by, plan
+from ledger.recorder import Append, Outcome, accepted, held_by, plan
 
-INSERT_EVENT = ("INSERT INTO events (position, stream_id, version, type, recorded_at_us, data, hash)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)")
-INSERT_CONTENT = ("INSERT INTO content (content_id, stream_id, sha256, body, created_at_us)"
-                  " VALUES (?, ?, ?, ?, ?)")
-PUT_SECRET = ("INSERT INTO secrets (stream_id, name, sealed) VALUES (?, ?, ?)"
-              " ON CONFLICT (stream_id, name) DO UPDATE SET sealed = excluded.sealed")
-DROP_SECRET = "DELETE FROM secrets WHERE stream_id = ? AND name = ?"
 LAST_POSITION = "SELECT COALESCE(MAX(position), 0) FROM events"
 
 
@@ -32,7 +25,8 @@ def append(db: sqlite3.Connection, units: Sequence[Append]) -> list[Outcome]:
         heads = _heads(db, {u.stream_id for u in units})
         [(last,)] = db.execute(LAST_POSITION).fetchall()
         outcomes = plan(units, heads, last, available=_available(db, units))
-        _write(db, list(accepted(units, outcomes)))
+        for sql, rows in projections.writes(list(accepted(units, outcomes))):
+            db.executemany(sql, rows)
         db.execute("COMMIT")
     except BaseException:
         db.rollback()
@@ -60,23 +54,3 @@ def _available(db: sqlite3.Connection, units: Sequence[Append]) -> dict[str, int
                       f" ({','.join('?' * len(orgs))})", tuple(orgs))
     return dict(rows.fetchall())
 
-
-def _write(db: sqlite3.Connection, units: list[tuple[Append, list[Recorded]]]) -> None:
-    recorded = [r for _, rs in units for r in rs]
-    db.executemany(INSERT_EVENT, [(r.position, r.stream_id, r.version, r.kind, r.recorded_at_us, r.data, r.hash)
-                                  for r in recorded])
-    contents = [(c.content_id, u.stream_id, c.sha256, c.body, rs[0].recorded_at_us)
-                for u, rs in units for c in u.contents]
-    if contents:
-        db.executemany(INSERT_CONTENT, contents)
-    for unit, _ in units:
-        for secret in unit.secrets:
-            db.execute(*_secret_statement(unit.stream_id, secret))
-    for sql, params in projections.grouped(recorded):
-        db.executemany(sql, params)
-
-
-def _secret_statement(stream_id: str, secret: Secret) -> tuple[str, tuple]:
-    if secret.sealed is None:
-        return DROP_SECRET, (stream_id, secret.name)
-    return PUT_SECRET, (stream_id, secret.name, secret.sealed)
