@@ -13,6 +13,7 @@ The statements of one WITH share a snapshot and do not see each other's changes,
 one only when each names a single table and no two the same table.
 """
 
+import functools
 import re
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -36,6 +37,7 @@ class Step(NamedTuple):
     many: bool = False
 
 
+@functools.cache  # the statements are the module constants and fetch()'s few queries
 def numbered(sql: str) -> str:
     """qmark placeholders (the portable form the projections use) as PostgreSQL's $1, $2, ..."""
     counter = iter(range(1, sql.count("?") + 1))
@@ -48,8 +50,15 @@ def tables_in(sql: str) -> frozenset[str]:
 
 def applies_as_set(sql: str, rows: Sequence[tuple]) -> bool:
     """Whether applying `rows` as one set is the same as applying them one after another."""
+    return len(rows) == 1 or any_rows_as_set(sql)
+
+
+@functools.cache  # a fact of the statement alone: worked out once, not per run per batch
+def any_rows_as_set(sql: str) -> bool:
+    """Whether every run of `sql` applies as a set, however many rows: a plain insert (a
+    duplicate key fails either way), a delete, a statement folded to one row per key."""
     plain_insert = sql.startswith("INSERT") and "ON CONFLICT" not in sql
-    return len(rows) == 1 or plain_insert or sql.startswith("DELETE") or sql in projections.FOLDED
+    return plain_insert or sql.startswith("DELETE") or sql in projections.FOLDED
 
 
 def set_form(sql: str, types: Sequence[str], first: int = 1) -> str | None:

@@ -141,7 +141,6 @@ class PostgresRecorder(Recorder):
         self._dsn, self.schema, self._pool_size = dsn, schema, pool_size
         self._timeout_s, self._connect_timeout_s = timeout_s, connect_timeout_s
         self._pool: asyncpg.Pool | None = None
-        self._sql: dict[str, str] = {}  # qmark SQL -> numbered, converted once
         self._sets = SetWriter()
         # The connection of the snapshot the current task is in, if any.
         self._snapshot: contextvars.ContextVar[asyncpg.Connection | None] = contextvars.ContextVar(
@@ -199,11 +198,6 @@ class PostgresRecorder(Recorder):
                         db.terminate()  # broken or silent: close it now rather than wait to reset it
                     raise
 
-    def _numbered(self, sql: str) -> str:
-        if sql not in self._sql:
-            self._sql[sql] = numbered(sql)
-        return self._sql[sql]
-
     async def append(self, units: Sequence[Append]) -> list[Outcome]:
         return await isolating_rejections(units, self._append_in_transaction, REJECTIONS)
 
@@ -245,7 +239,7 @@ class PostgresRecorder(Recorder):
 
     async def fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
         async with self._reader() as db:
-            rows = await db.fetch(self._numbered(sql), *params)
+            rows = await db.fetch(numbered(sql), *params)  # converted once per statement
         return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in rows]
 
     async def remove_text(self, before_us: int, now_us: int, limit: int = 1000) -> int:
