@@ -15,18 +15,13 @@ import os
 import sys
 import time
 
-from ledger.events import RequestCompleted
 from ledger.recorder import Append
 from ledger.sqlite import SQLiteRecorder
 from ledger import write_lock
 from ledger.writer import GroupCommitWriter
+from ledger_helpers import request  # beside this file, so on sys.path when it runs as a script
 
 ORGS = ("o0", "o1", "o2")
-
-
-def charge(request_id: str) -> RequestCompleted:
-    return RequestCompleted(request_id=request_id, key_id="k1", route="/v1/chat/completions",
-                            model="gpt-test", provider="sim", status=200, charged_inr_nano=7)
 
 
 async def append(path: str, name: str, count: int, callers: int) -> None:
@@ -38,7 +33,7 @@ async def append(path: str, name: str, count: int, callers: int) -> None:
 
     async def caller() -> None:
         for n in numbers:
-            [recorded] = await writer.append(Append(ORGS[n % len(ORGS)], [charge(f"{name}-{n}")]))
+            [recorded] = await writer.append(Append(ORGS[n % len(ORGS)], [request(f"{name}-{n}", charged=7)]))
             acknowledged.append(recorded.event.request_id)
     try:
         await asyncio.gather(*(caller() for _ in range(callers)))
