@@ -17,7 +17,7 @@ from gateway.billing import MAX_REPORTED_SECONDS, MAX_REPORTED_TOKENS, Usage, ch
 from gateway.errors import UpstreamError
 from ledger import audit
 from simulator.mp3 import silent_mp3
-from support import auth, decimal_json, poll, request_events, transcription_form, ws_receive, ws_until
+from support import auth, decimal_json, poll, request_events, sse_lines, transcription_form, ws_receive, ws_until
 
 GPT, CLAUDE, GEMINI = "gpt-4o-mini", "claude-haiku-4-5", "gemini-2.5-flash"
 USAGE_FAULTS = ["negative", "string", "huge", "float", "bool", "cached_over"]
@@ -46,11 +46,6 @@ def assert_gateway_error(error: dict, provider: str) -> None:
     assert error["message"].startswith(provider)
 
 
-async def sse_data(response) -> list[bytes]:
-    return [line.rstrip(b"\n").removeprefix(b"data: ") async for line in response.content
-            if line.startswith(b"data: ")]
-
-
 @pytest.mark.parametrize("model,provider", [(GPT, "openai"), (CLAUDE, "anthropic"), (GEMINI, "google")])
 @pytest.mark.parametrize("fault", BODY_FAULTS)
 async def test_a_chat_answer_billing_cannot_trust_is_a_recorded_502_never_a_charge(gateway, org, model,
@@ -69,7 +64,7 @@ async def test_a_broken_chat_stream_ends_with_an_error_event_and_done_and_costs_
     body = chat(model, fault, stream=True, stream_options={"include_usage": True})
     response = await gateway.client.post("/v1/chat/completions", json=body, headers=auth(org["api_key"]))
     assert response.status == 200
-    data = await sse_data(response)
+    data = await sse_lines(response)
     assert data[-1] == b"[DONE]"
     error = decimal_json(data[-2])["error"]
     assert_gateway_error(error, provider)
@@ -83,8 +78,8 @@ async def test_the_error_names_what_was_wrong(gateway, org):
     message = (await response.json())["error"]["message"]
     assert message == "openai sent an invalid usage report: prompt_tokens is -50000000"
     stream = chat(GPT, "no_end", stream=True)
-    data = await sse_data(await gateway.client.post("/v1/chat/completions", json=stream,
-                                                    headers=auth(org["api_key"])))
+    data = await sse_lines(await gateway.client.post("/v1/chat/completions", json=stream,
+                                                     headers=auth(org["api_key"])))
     assert decimal_json(data[-2])["error"]["message"] == "openai ended the stream before [DONE]"
 
 
