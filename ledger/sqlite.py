@@ -168,13 +168,19 @@ class SQLiteRecorder(Recorder):
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._writer = await self._connect()
+        try:
+            await self._prepare(migrate)
+        except BaseException:
+            await self.close()  # a failed open keeps no connection: its thread would outlive us
+            raise
+        self._reader = await self._connect() if self.path != ":memory:" else self._writer
+
+    async def _prepare(self, migrate: bool) -> None:
         if migrate:
             with unavailable_on(is_outage):
                 await self._create_or_migrate()
         elif (found := await self._version()) != SCHEMA_VERSION:
-            await self.close()
             raise out_of_date(found)
-        self._reader = await self._connect() if self.path != ":memory:" else self._writer
 
     async def _create_or_migrate(self) -> None:
         # Another process may be creating or upgrading the same file (workers started together):
@@ -192,9 +198,13 @@ class SQLiteRecorder(Recorder):
     @reporting_outages(is_outage)
     async def _connect(self) -> aiosqlite.Connection:
         db = await aiosqlite.connect(self.path, isolation_level=None)
-        await db.execute(f"PRAGMA busy_timeout = {int(self._timeout_s * 1000)}")
-        await db.execute("PRAGMA journal_mode = WAL")
-        await db.execute("PRAGMA synchronous = FULL")  # a 200 means the charge is on disk
+        try:
+            await db.execute(f"PRAGMA busy_timeout = {int(self._timeout_s * 1000)}")
+            await db.execute("PRAGMA journal_mode = WAL")
+            await db.execute("PRAGMA synchronous = FULL")  # a 200 means the charge is on disk
+        except BaseException:
+            await db.close()  # (for instance not a database): its thread would outlive us
+            raise
         return db
 
     async def _migrate(self) -> None:

@@ -5,6 +5,7 @@ import fcntl
 import logging
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -189,3 +190,15 @@ def lock_is_free(ledger_path: Path) -> bool:
     finally:
         os.close(fd)
     return True
+
+
+async def test_a_failed_open_leaves_no_connection_thread_behind(tmp_path):
+    """aiosqlite runs each connection in a thread; one left open by a failed open would keep the
+    process from exiting."""
+    path = tmp_path / "not-a-ledger.db"
+    path.write_bytes(b"this is not a SQLite database" * 100)
+    before = {t.ident for t in threading.enumerate()}
+    with pytest.raises(Exception):
+        await SQLiteRecorder(str(path)).open()
+    await asyncio.sleep(0.1)  # a closed connection's thread ends on its own
+    assert {t.ident for t in threading.enumerate() if t.is_alive()} <= before
