@@ -10,7 +10,6 @@ import hashlib
 from typing import Annotated
 
 import msgspec
-import orjson
 
 from gateway.catalogue import Resolved, UnknownModel
 from gateway.errors import bad_request
@@ -105,4 +104,4 @@ def compose_prompt(request: MusicRequest) -> str:
 
 def request_hash(body: dict) -> str:
     """Identifies a request body for Idempotency-Key matching, whatever its key order or spacing."""
-    return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return hashlib.sha256(msgspec.json.encode(body, order="sorted")).hexdigest()  # big ints too

@@ -77,6 +77,15 @@ async def test_an_idempotency_key_that_is_not_ascii_is_a_400_naming_it(gateway, 
     assert status == 400 and b'"param":"Idempotency-Key"' in answer, answer
 
 
+async def test_an_idempotent_music_body_with_an_integer_beyond_64_bits_is_not_a_500(gateway, org):
+    """Found by the fuzz suite: the body is decoded with its big integer, and hashing it for the
+    Idempotency-Key must not fail on it."""
+    body = b'{"model": "tune-3-clip-preview", "prompt": "a tune", "extra": [-532496047885656839421952]}'
+    response = await gateway.client.post("/v1/music", data=body, headers={
+        **auth(org["api_key"]), "Content-Type": "application/json", "Idempotency-Key": "big-int"})
+    assert response.status < 500, await response.text()
+
+
 @pytest.mark.parametrize("extra, param", [
     ({"stop_sequences": 5}, "stop_sequences"), ({"stop_sequences": [5]}, "stop_sequences"),
     ({"system": [{"type": "text", "text": 1}]}, "system"), ({"system": 7}, "system"),
