@@ -22,7 +22,11 @@ from outage_helpers import chat, load, outcome
 from support import PROVIDER_KEY, clean_env
 from tcp_proxy import TcpProxy, proxied_service
 
-ANSWER_BOUND_S = 1.0  # fail open means fast: no request waits on a broken Redis for long
+# Fail open means no request waits on a broken Redis for long: at most its two calls (admit and
+# spend), each cut off at connect_timeout_s + timeout_s (0.45 s), plus its own work on a machine
+# the full suite keeps busy (one answer took 1.5 s there). Most answers during an outage take
+# milliseconds, which the `fast` check below asserts.
+ANSWER_BOUND_S = 2.0
 HEALTH_BOUND_S = 2.5
 COOLDOWN_S = 0.5
 
