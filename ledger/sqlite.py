@@ -199,9 +199,12 @@ class SQLiteRecorder(Recorder):
     async def _connect(self) -> aiosqlite.Connection:
         db = await aiosqlite.connect(self.path, isolation_level=None)
         try:
-            await db.execute(f"PRAGMA busy_timeout = {int(self._timeout_s * 1000)}")
+            # Setting the journal mode waits out another process creating or upgrading the file
+            # (workers start together), as long as an upgrade may take; later statements wait less.
+            await db.execute(f"PRAGMA busy_timeout = {int(MIGRATE_TIMEOUT_S * 1000)}")
             await db.execute("PRAGMA journal_mode = WAL")
             await db.execute("PRAGMA synchronous = FULL")  # a 200 means the charge is on disk
+            await db.execute(f"PRAGMA busy_timeout = {int(self._timeout_s * 1000)}")
         except BaseException:
             await db.close()  # (for instance not a database): its thread would outlive us
             raise
