@@ -167,12 +167,15 @@ class SQLiteRecorder(Recorder):
     async def open(self, migrate: bool = True) -> None:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._writer = await self._connect()
-        try:
-            await self._prepare(migrate)
-        except BaseException:
-            await self.close()  # a failed open keeps no connection: its thread would outlive us
-            raise
+        # One process at a time connects and creates, converts or upgrades the file (workers
+        # start together): SQLite refuses a journal-mode change racing another, without waiting.
+        async with self._exclusive(MIGRATE_TIMEOUT_S):
+            try:
+                self._writer = await self._connect()
+                await self._prepare(migrate)
+            except BaseException:
+                await self.close()  # a failed open keeps no connection: its thread would outlive us
+                raise
         self._reader = await self._connect() if self.path != ":memory:" else self._writer
 
     async def _prepare(self, migrate: bool) -> None:
@@ -183,12 +186,11 @@ class SQLiteRecorder(Recorder):
             raise out_of_date(found)
 
     async def _create_or_migrate(self) -> None:
-        # Another process may be creating or upgrading the same file (workers started together):
-        # wait for it as long as an upgrade may take, not just as long as one write may.
-        async with self._exclusive(MIGRATE_TIMEOUT_S):
-            await self._writer.executescript(SCHEMA)
-            await self._migrate()
-            await self._writer.executescript(INDEXES)
+        # Under open's exclusive turn, which waits for another process's upgrade as long as an
+        # upgrade may take, not just as long as one write may.
+        await self._writer.executescript(SCHEMA)
+        await self._migrate()
+        await self._writer.executescript(INDEXES)
 
     async def _version(self) -> int:
         await self._writer.execute(SCHEMA_VERSIONS)  # an empty table is version 0: nothing to do
@@ -199,12 +201,9 @@ class SQLiteRecorder(Recorder):
     async def _connect(self) -> aiosqlite.Connection:
         db = await aiosqlite.connect(self.path, isolation_level=None)
         try:
-            # Setting the journal mode waits out another process creating or upgrading the file
-            # (workers start together), as long as an upgrade may take; later statements wait less.
-            await db.execute(f"PRAGMA busy_timeout = {int(MIGRATE_TIMEOUT_S * 1000)}")
+            await db.execute(f"PRAGMA busy_timeout = {int(self._timeout_s * 1000)}")
             await db.execute("PRAGMA journal_mode = WAL")
             await db.execute("PRAGMA synchronous = FULL")  # a 200 means the charge is on disk
-            await db.execute(f"PRAGMA busy_timeout = {int(self._timeout_s * 1000)}")
         except BaseException:
             await db.close()  # (for instance not a database): its thread would outlive us
             raise
