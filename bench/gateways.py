@@ -13,6 +13,7 @@ from pathlib import Path
 import orjson
 
 from bench import ledger_check, procs
+from bench.bare_proxy import READY_EVENT as PROXY_READY
 from bench.fake_upstream import READY_EVENT as UPSTREAM_READY
 
 UPSTREAM_KEY = "bench-upstream-key"
@@ -53,6 +54,14 @@ def fake_upstream(tmp: Path, name: str, *options: str) -> Iterator[tuple[subproc
     command = [procs.PYTHON, "-m", "bench.fake_upstream", *options]
     with procs.running(command, tmp / f"{name}.log", UPSTREAM_READY, procs.clean_env()) as (process, url):
         yield process, Target(url, UPSTREAM_KEY, process.pid)
+
+
+@contextlib.contextmanager
+def bare_proxy(tmp: Path, upstream_url: str) -> Iterator[Target]:
+    """The floor (bench.bare_proxy): aiohttp's server and client alone, in front of the upstream."""
+    command = [procs.PYTHON, "-m", "bench.bare_proxy", "--upstream", upstream_url]
+    with procs.running(command, tmp / "floor.log", PROXY_READY, procs.clean_env()) as (process, url):
+        yield Target(url, UPSTREAM_KEY, process.pid)
 
 
 def gateway_toml(ledger_url: str, upstream_url: str, workers: int) -> str:

@@ -2,7 +2,8 @@
 
 Starts the fake upstream (bench.fake_upstream) and `gateway serve` in each configuration (SQLite
 one process, SQLite --workers 2, PostgreSQL --workers 2 when 127.0.0.1:5432 answers), with the
-durable ledger, logging and metrics on as in production. Load comes only from other processes:
+durable ledger, logging and metrics on as in production; and, as the floor those stand on, a bare
+aiohttp proxy (bench.bare_proxy: aiohttp's server and client and nothing else). Load comes only from other processes:
 wrk (closed loop, one thread), bench.openloop (a fixed rate) and bench.streams (SSE). Each row
 reports req/s, p50/p99, the latency added over the upstream direct (the first row, measured the
 same way), and the CPU time per request of every gateway process (supervisor and workers,
@@ -14,7 +15,7 @@ Runs: c1, c32 (closed loop, wrk), open (--rate req/s open loop), stream (SSE: ti
 event at c=1, events per second at c=32), hold (--hold-streams streams open at once through one
 worker, SQLite: its RSS per stream; once, not per configuration).
 
-    python -m bench.scale [--configs sqlite1,sqlite2,pg2] [--runs c1,c32,open,stream,hold]
+    python -m bench.scale [--configs floor,sqlite1,sqlite2,pg2] [--runs c1,c32,open,stream,hold]
                           [--duration 8] [--rate 1000] [--json data/bench/scale.json]
     python -m bench.scale --configs '' --runs hold [--hold-streams 10000]
 """
@@ -34,6 +35,9 @@ from bench.gateways import Target
 # Gitignored (data/): a run kept as a record is committed as bench/results/scale-COMMIT.json.
 DEFAULT_JSON = Path(__file__).resolve().parent.parent / "data" / "bench" / "scale.json"
 RUNS = ("c1", "c32", "open", "stream", "hold")
+FLOOR = "floor"
+FLOOR_TITLE = "bare aiohttp proxy (floor: no auth, ledger, log or metrics)"
+CONFIGS = (FLOOR, *gateways.CONFIGS)
 WARMUP_S = 1
 WARMUP_CONNECTIONS = 8
 RUNNERS = {
@@ -67,6 +71,12 @@ def bench_gateway(name: str, upstream_url: str, tmp: Path, args: argparse.Namesp
             "runs": runs, "ledger": check}
 
 
+def bench_floor(upstream_url: str, tmp: Path, args: argparse.Namespace) -> dict:
+    """The bare aiohttp proxy (bench.bare_proxy): what the gateway's own work is measured above."""
+    with gateways.bare_proxy(tmp, upstream_url) as target:
+        return {"config": FLOOR, "title": FLOOR_TITLE, "runs": run_all(target, args)}
+
+
 def bench_all(tmp: Path, args: argparse.Namespace) -> dict:
     result = {"machine": report.machine(), "duration_s": args.duration, "rate": args.rate, "rows": []}
     if args.configs:
@@ -74,7 +84,8 @@ def bench_all(tmp: Path, args: argparse.Namespace) -> dict:
             result["rows"].append({"config": "direct", "title": "upstream direct",
                                    "runs": run_all(upstream, args)})
             for name in args.configs:
-                result["rows"].append(bench_gateway(name, upstream.url, tmp, args))
+                result["rows"].append(bench_floor(upstream.url, tmp, args) if name == FLOOR
+                                      else bench_gateway(name, upstream.url, tmp, args))
     if "hold" in args.runs:
         result["hold"] = hold.memory_per_stream(tmp, args.hold_streams)
     result["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -95,8 +106,8 @@ def main(args: argparse.Namespace) -> int:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", default=",".join(gateways.CONFIGS),
-                        help="comma-separated, of " + ",".join(gateways.CONFIGS) + " (pg2 skipped without PostgreSQL)")
+    parser.add_argument("--configs", default=",".join(CONFIGS),
+                        help="comma-separated, of " + ",".join(CONFIGS) + " (pg2 skipped without PostgreSQL)")
     parser.add_argument("--runs", default=",".join(RUNS), help="comma-separated, of " + ",".join(RUNS))
     parser.add_argument("--duration", type=int, default=8, help="seconds per run (whole: wrk takes no fractions)")
     parser.add_argument("--rate", type=float, default=1000.0, help="requests per second of the open-loop run")
@@ -106,7 +117,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.configs = [name for name in args.configs.split(",") if name]
     args.runs = [name for name in args.runs.split(",") if name]
-    unknown = [n for n in args.configs if n not in gateways.CONFIGS] + [n for n in args.runs if n not in RUNS]
+    unknown = [n for n in args.configs if n not in CONFIGS] + [n for n in args.runs if n not in RUNS]
     if unknown:
         parser.error(f"unknown configuration or run: {', '.join(unknown)}")
     if "pg2" in args.configs and not ledger_check.postgres_reachable():

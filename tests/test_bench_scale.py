@@ -18,7 +18,7 @@ from support import IN_CI
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS_PER_STREAM = 16 + 4  # role, 16 tokens, finish, usage, [DONE]
 # The gateway passes the usage chunk on only to a client that asked for it (include_usage).
-EVENTS_RELAYED = {"direct": EVENTS_PER_STREAM, "sqlite1": EVENTS_PER_STREAM - 1}
+EVENTS_RELAYED = {"direct": EVENTS_PER_STREAM, "floor": EVENTS_PER_STREAM, "sqlite1": EVENTS_PER_STREAM - 1}
 HELD = 40
 
 
@@ -29,7 +29,7 @@ def result(tmp_path_factory) -> dict:
         pytest.fail(message) if IN_CI else pytest.skip(message)
     out = tmp_path_factory.mktemp("bench") / "scale.json"
     done = subprocess.run(
-        [sys.executable, "-m", "bench.scale", "--configs", "sqlite1", "--runs", "c1,open,stream,hold",
+        [sys.executable, "-m", "bench.scale", "--configs", "floor,sqlite1", "--runs", "c1,open,stream,hold",
          "--duration", "1", "--rate", "200", "--hold-streams", str(HELD), "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
         env={k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")})
@@ -42,7 +42,7 @@ def rows(result: dict) -> dict[str, dict]:
 
 
 def test_every_run_answers_every_request_and_is_measured(result):
-    for name in ("direct", "sqlite1"):
+    for name in ("direct", "floor", "sqlite1"):
         runs = rows(result)[name]["runs"]
         assert {"c1", "open", "stream_c1", "stream_c32"} <= runs.keys()
         for run in ("c1", "open", "stream_c1", "stream_c32"):
@@ -53,7 +53,7 @@ def test_every_run_answers_every_request_and_is_measured(result):
 
 
 def test_streams_are_counted_event_by_event(result):
-    for name in ("direct", "sqlite1"):
+    for name in ("direct", "floor", "sqlite1"):
         for run in ("stream_c1", "stream_c32"):
             stream = rows(result)[name]["runs"][run]
             assert stream["events"] == EVENTS_RELAYED[name] * stream["ok"], (name, run, stream)
@@ -80,6 +80,8 @@ def test_open_streams_memory_is_measured_in_one_worker(result):
 
 def test_the_table_has_a_row_per_configuration(result):
     lines = [line for line in result["printed"].splitlines() if line.startswith("| ")]
-    assert [line.split("|")[1].strip() for line in lines[1:]] == ["upstream direct", "SQLite, one process"]
+    assert [line.split("|")[1].strip() for line in lines[1:]] == [
+        "upstream direct", "bare aiohttp proxy (floor: no auth, ledger, log or metrics)", "SQLite, one process"]
+    assert "ledger" not in rows(result)["floor"]  # nothing of the gateway's runs there
     assert "KiB per stream" in result["printed"]
     assert time.strptime(result["finished_at"][:19], "%Y-%m-%dT%H:%M:%S")

@@ -1,0 +1,76 @@
+"""The floor under the gateway: a bare aiohttp proxy in front of the fake upstream.
+
+What any aiohttp gateway pays before doing anything of its own: the aiohttp server takes the
+request, one pooled aiohttp client session (as the gateway's, uvloop, no tracing) sends the body
+to the upstream, and the answer goes back (an SSE answer relayed chunk by chunk). No
+authentication, ledger, log line or metrics. `bench.scale --configs floor` measures it beside
+the gateway, so the CPU per request that is the gateway's own is the difference of the two rows.
+
+    python -m bench.bare_proxy --upstream URL [--port 0]
+
+Prints one JSON line {"event": "bare_proxy_ready", "url": ...} on stdout once it listens.
+"""
+
+import argparse
+import asyncio
+import sys
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+READY_EVENT = "bare_proxy_ready"
+PATH = "/v1/chat/completions"
+FORWARDED = ("Authorization", "Content-Type")
+SESSION = web.AppKey("session", aiohttp.ClientSession)
+
+
+def make_app(upstream: str) -> web.Application:
+    url = upstream + PATH
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=60)
+
+    async def session_ctx(app: web.Application):
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
+        async with aiohttp.ClientSession(connector=connector) as app[SESSION]:
+            yield
+
+    async def relay(request: web.Request) -> web.StreamResponse:
+        headers = {name: request.headers[name] for name in FORWARDED if name in request.headers}
+        async with app[SESSION].post(url, data=await request.read(), headers=headers,
+                                       timeout=timeout) as answer:
+            if answer.content_type != "text/event-stream":
+                return web.Response(body=await answer.read(), status=answer.status,
+                                    content_type=answer.content_type)
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await response.prepare(request)
+            async for chunk in answer.content.iter_any():
+                await response.write(chunk)
+            await response.write_eof()
+            return response
+
+    app = web.Application()
+    app.cleanup_ctx.append(session_ctx)
+    app.router.add_post(PATH, relay)
+    return app
+
+
+async def serve(args: argparse.Namespace) -> None:
+    runner = web.AppRunner(make_app(args.upstream), access_log=None, handle_signals=True)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", args.port, backlog=4096).start()
+    port = runner.addresses[0][1]
+    sys.stdout.write(orjson.dumps({"event": READY_EVENT, "url": f"http://127.0.0.1:{port}"}).decode() + "\n")
+    sys.stdout.flush()
+    await asyncio.Event().wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--upstream", required=True, help="the fake upstream's base URL")
+    parser.add_argument("--port", type=int, default=0)
+    import uvloop
+    uvloop.run(serve(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
