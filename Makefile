@@ -1,10 +1,10 @@
-# The two commands: `make run` (the demo) and `make test` (the whole suite).
+# The two commands: `make run` (the demo) and `make test` (the linters, then the whole suite).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser wrk run test fuzz bench clean
+.PHONY: install browser wrk run lint test fuzz bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,11 @@ run: install  ## the gateway + upstream simulator on the embedded default; print
 browser:  ## Debian's Chromium for tests/browser, when missing (without it they skip; in CI they fail)
 	@bash .ci/apt-install chromium chromium || echo "Chromium is not installed: the browser tests will skip (and fail in CI)"
 
-test: install browser wrk  ## every test, against real sockets, SQLite files, services and a real browser
+lint: install  ## ruff over the code and the tests, mypy over the packages (settings in pyproject.toml)
+	$(VENV)/bin/ruff check
+	$(VENV)/bin/mypy
+
+test: install browser wrk lint  ## the linters, then every test, against real sockets, SQLite files, services and a real browser
 	$(PY) -m pytest
 
 fuzz: install  ## a longer soak of the fuzz suite (make test runs a short one); FUZZ_EXAMPLES cases per route and mode
@@ -35,4 +39,4 @@ bench: install wrk  ## benchmarks (not part of the test run)
 	$(PY) -m bench.ledger_append
 
 clean:
-	rm -rf $(VENV) data .pytest_cache
+	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
