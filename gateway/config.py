@@ -6,6 +6,7 @@ message naming it. Secrets may be written as `env:NAME` to be read from the envi
 
 import os
 import tomllib
+from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,6 +14,7 @@ from typing import Annotated, Any
 import msgspec
 
 from ledger.timeouts import CONNECT_TIMEOUT_S, STATEMENT_TIMEOUT_S
+from storage.settings import StorageSettings
 
 ENV_PREFIX = "GATEWAY_"
 
@@ -22,10 +24,13 @@ class ConfigError(ValueError):
 
 
 class Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    """Base of every section: unknown keys are errors, not silently ignored."""
+    """Base of every section: unknown keys are errors, not silently ignored.
+
+    Subclasses repeat `frozen=True`: msgspec inherits it, but type checkers read it per class.
+    """
 
 
-class ServerConfig(Section):
+class ServerConfig(Section, frozen=True):
     host: str = "127.0.0.1"
     port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 8080
     workers: Annotated[int, msgspec.Meta(ge=1)] = 1
@@ -44,7 +49,7 @@ class ServerConfig(Section):
     keepalive_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 75.0
 
 
-class LedgerConfig(Section):
+class LedgerConfig(Section, frozen=True):
     url: str = "sqlite:///./data/gateway.db"
     # Bring the schema up to date when a server starts; off: refuse to start on an old schema
     # and leave `gateway ledger migrate` to the operator (one step of a rollout).
@@ -55,7 +60,7 @@ class LedgerConfig(Section):
     connect_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = CONNECT_TIMEOUT_S
 
 
-class RedisConfig(Section):
+class RedisConfig(Section, frozen=True):
     url: str = ""
     # Redis is an optimisation (rate limits fail open), so it gets little time: a failure skips
     # it for `cooldown_s` rather than adding a timeout to every request of an outage.
@@ -64,23 +69,15 @@ class RedisConfig(Section):
     cooldown_s: Annotated[float, msgspec.Meta(ge=0)] = 2.0
 
 
-class StorageConfig(Section):
-    s3_endpoint_url: str = ""
-    s3_bucket: str = "gateway-media"
-    s3_region: str = "us-east-1"
-    s3_access_key_id: str = ""
-    s3_secret_access_key: str = ""
-    retention_days: Annotated[int, msgspec.Meta(ge=1)] = 30
+class StorageConfig(StorageSettings, frozen=True):
+    """The sweeper's [storage] keys (storage.settings) and the gateway's own."""
+
     # Key for signing download paths; replicas must share it. Empty: random per process.
     signing_secret: str = ""
     signed_url_ttl_s: Annotated[int, msgspec.Meta(ge=1)] = 3600
 
-    @property
-    def configured(self) -> bool:
-        return bool(self.s3_endpoint_url)
 
-
-class BillingConfig(Section):
+class BillingConfig(Section, frozen=True):
     usd_to_inr: Decimal = Decimal("84.0")
 
     def __post_init__(self) -> None:
@@ -88,37 +85,37 @@ class BillingConfig(Section):
             raise ValueError("billing.usd_to_inr must be a positive number")
 
 
-class MusicConfig(Section):
+class MusicConfig(Section, frozen=True):
     upstream_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 240.0
 
 
-class SweeperConfig(Section):
+class SweeperConfig(Section, frozen=True):
     interval_s: Annotated[float, msgspec.Meta(gt=0)] = 300.0
 
 
-class LimitsConfig(Section):
+class LimitsConfig(Section, frozen=True):
     # Per-key defaults, per minute; 0: unlimited. A key's own limits (set-key-limits) win.
     requests_per_minute: Annotated[int, msgspec.Meta(ge=0)] = 0
     tokens_per_minute: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
-class RetentionConfig(Section):
+class RetentionConfig(Section, frozen=True):
     # Days logged text (prompts, lyrics, completions) is kept; 0 keeps it forever (spec rule 1).
     text_days: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
-class SecretsConfig(Section):
+class SecretsConfig(Section, frozen=True):
     # Seals organizations' own provider keys (BYOK) at rest; give it as env:NAME. Empty: BYOK off.
     master_key: str = ""
 
 
-class ProviderConfig(Section):
+class ProviderConfig(Section, frozen=True):
     base_url: str
     api_key: str = ""
     timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0  # longest silence from upstream
 
 
-class ProvidersConfig(Section):
+class ProvidersConfig(Section, frozen=True):
     openai: ProviderConfig = ProviderConfig(
         base_url="https://api.openai.com/v1", api_key="env:OPENAI_API_KEY")
     anthropic: ProviderConfig = ProviderConfig(
@@ -127,11 +124,11 @@ class ProvidersConfig(Section):
         base_url="https://generativelanguage.googleapis.com", api_key="env:GEMINI_API_KEY")
 
 
-class CatalogueConfig(Section):
+class CatalogueConfig(Section, frozen=True):
     path: str = ""  # empty: the catalogue shipped with the gateway
 
 
-class Config(Section):
+class Config(Section, frozen=True):
     server: ServerConfig = ServerConfig()
     ledger: LedgerConfig = LedgerConfig()
     redis: RedisConfig = RedisConfig()
@@ -146,15 +143,15 @@ class Config(Section):
     catalogue: CatalogueConfig = CatalogueConfig()
 
 
-def load(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Config:
+def load(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
     """Read `path` (if given), apply GATEWAY_* overrides, resolve env: secrets, validate."""
-    environ = os.environ if environ is None else environ
+    env = os.environ if environ is None else environ
     raw = _merge(msgspec.to_builtins(Config()), _read_toml(path) if path else {})
-    for name, value in environ.items():
+    for name, value in env.items():
         if name.startswith(ENV_PREFIX):
             _override(raw, name, value)
     try:
-        return msgspec.convert(_resolve_secrets(raw, environ), Config, strict=False)
+        return msgspec.convert(_resolve_secrets(raw, env), Config, strict=False)
     except msgspec.ValidationError as exc:
         raise ConfigError(f"invalid configuration: {exc}") from None
 
@@ -207,10 +204,11 @@ def _env_path(suffix: str, struct: type = Config) -> tuple[str, ...] | None:
 
 
 def _is_section(annotation: Any) -> bool:
-    return isinstance(annotation, type) and issubclass(annotation, Section)
+    """A table of the file (StorageConfig's base comes from storage, not from Section)."""
+    return isinstance(annotation, type) and issubclass(annotation, msgspec.Struct)
 
 
-def _resolve_secrets(node: Any, environ: dict[str, str]) -> Any:
+def _resolve_secrets(node: Any, environ: Mapping[str, str]) -> Any:
     """Replace every 'env:NAME' string with the variable's value ('' when unset)."""
     if isinstance(node, dict):
         return {key: _resolve_secrets(value, environ) for key, value in node.items()}

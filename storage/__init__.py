@@ -9,4 +9,6 @@ A leaf package: it imports nothing from gateway, ledger or simulator.
 - `preconditions`: ETag comparison for If-None-Match and If-Range (pure).
 - `byteranges`: multipart/byteranges framing and its length (pure).
 - `serving`: serve_object, conditional GET/HEAD with ranges, streamed from S3.
+- `settings`: StorageSettings, the [storage] keys the gateway and the sweeper share, and
+  open_store, the configured bucket's ObjectStore (or None).
 """

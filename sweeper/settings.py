@@ -13,6 +13,8 @@ from typing import Annotated
 
 import msgspec
 
+from storage.settings import StorageSettings  # the [storage] keys, shared with the gateway
+
 
 class SettingsError(ValueError):
     """The settings cannot be used; the message names the offending key."""
@@ -24,15 +26,6 @@ class Section(msgspec.Struct, frozen=True, kw_only=True):
 
 class LedgerSettings(Section):
     url: str = "sqlite:///./data/gateway.db"
-
-
-class StorageSettings(Section):
-    s3_endpoint_url: str = ""
-    s3_bucket: str = "gateway-media"
-    s3_region: str = "us-east-1"
-    s3_access_key_id: str = ""
-    s3_secret_access_key: str = ""
-    retention_days: Annotated[int, msgspec.Meta(ge=1)] = 30
 
 
 class SweeperSettings(Section):
