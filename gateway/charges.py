@@ -105,8 +105,7 @@ async def _after_commit(services: Services, caller: Caller, event: RequestComple
     """Bookkeeping once the charge is durable. The client is owed its answer now, so nothing
     here may fail the request: a failure is logged once, with its traceback, and the answer stands."""
     try:
-        structlog.contextvars.bind_contextvars(  # for the request's canonical log line
-            model=event.model, provider=event.provider, cost_inr=str(from_nano(event.charged_inr_nano)))
+        caller.facts.charged(event.model, event.provider, str(from_nano(event.charged_inr_nano)))
         services.metrics.observe_charge(event.model, event.provider, event.prompt_tokens,
                                         event.completion_tokens, float(from_nano(event.charged_inr_nano)))
         key_id = caller.principal.key_id

@@ -13,7 +13,7 @@ from gateway import (
 from gateway.errors import ApiError, bad_request
 from gateway.body_budget import BODY_HOLD
 from gateway.jsonio import decode_body, encode
-from gateway.state import CALLER, LOG_FIELDS, METRICS, SERVICES
+from gateway.state import CALLER, FACTS, METRICS, SERVICES
 from storage.objects import StorageError
 from storage.serving import serve_object
 
@@ -100,7 +100,7 @@ async def list_models(request: web.Request) -> web.Response:
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     raw, parsed = await parse_body(request, chat.ChatRequest, CHAT_BODY_BYTES)
-    request[LOG_FIELDS].update(model=parsed.model, stream=parsed.stream)
+    request[FACTS].update(model=parsed.model, stream=parsed.stream)
     services, caller = request.app[SERVICES], request[CALLER]
     if not parsed.stream:
         return json_response(await chat.complete(services, caller, raw, parsed))
@@ -111,7 +111,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 async def create_message(request: web.Request) -> web.StreamResponse:
     """Anthropic's Messages API (its SDK with base_url = the gateway root), for every chat model."""
     raw, parsed = await parse_body(request, messages.MessagesRequest, CHAT_BODY_BYTES)
-    request[LOG_FIELDS].update(model=parsed.model, stream=parsed.stream)
+    request[FACTS].update(model=parsed.model, stream=parsed.stream)
     services, caller = request.app[SERVICES], request[CALLER]
     if not parsed.stream:
         return json_response(await messages.create(services, caller, raw, parsed))
@@ -123,20 +123,20 @@ async def realtime_session(request: web.Request) -> web.StreamResponse:
     """GET /v1/realtime?model=...: a WebSocket relayed to the provider's realtime API."""
     realtime.check_handshake(request)
     model = request.query.get("model", "")
-    request[LOG_FIELDS].update(model=model)
+    request[FACTS].update(model=model)
     session = await realtime.open_session(request.app[SERVICES], request[CALLER], model)
     return await session.run(request)
 
 
 async def create_embeddings(request: web.Request) -> web.Response:
     raw, parsed = await parse_body(request, embeddings.EmbeddingRequest, embeddings.BODY_BYTES)
-    request[LOG_FIELDS].update(model=parsed.model)
+    request[FACTS].update(model=parsed.model)
     return json_response(await embeddings.create(request.app[SERVICES], request[CALLER], raw, parsed))
 
 
 async def create_speech(request: web.Request) -> web.StreamResponse:
     raw, parsed = await parse_body(request, audio.SpeechRequest, audio.BODY_BYTES)
-    request[LOG_FIELDS].update(model=parsed.model, stream=True)
+    request[FACTS].update(model=parsed.model, stream=True)
     relay = await audio.open_speech(request.app[SERVICES], request[CALLER], raw, parsed)
     return await relay.send(request)
 
@@ -151,7 +151,7 @@ async def create_transcription(request: web.Request) -> web.Response:
 
 async def create_music(request: web.Request) -> web.Response:
     raw, parsed = await parse_body(request, music_request.MusicRequest, MAX_BODY_BYTES)
-    request[LOG_FIELDS].update(model=parsed.model)
+    request[FACTS].update(model=parsed.model)
     body = await music.create(request.app[SERVICES], request[CALLER], raw, parsed,
                               edge.header(request, IDEMPOTENCY_KEY))
     return json_response(body)

@@ -9,11 +9,11 @@ server's. The retention gauges are read from the ledger at scrape time, the same
 import os
 import time
 
-import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 from prometheus_client.core import GaugeMetricFamily
 
+from gateway.facts import RequestFacts
 from ledger.recorder import Recorder
 
 MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
@@ -50,10 +50,11 @@ class Metrics:
             Children(self.upstream)
         self._tokens, self._cost = Children(self.tokens), Children(self.cost)
 
-    def observe_request(self, request: web.Request, status: int, seconds: float, fields: dict) -> None:
+    def observe_request(self, request: web.Request, status: int, seconds: float, facts: RequestFacts) -> None:
+        """One answered request, labelled from its route and its facts (model and provider)."""
         resource = request.match_info.route.resource
-        labels = (resource.canonical if resource else "unmatched", fields.get("model", ""),
-                  structlog.contextvars.get_contextvars().get("provider", ""), str(status))
+        labels = (resource.canonical if resource else "unmatched", facts.model or "", facts.provider or "",
+                  str(status))
         self._requests(labels).inc()
         self._latency(labels).observe(seconds)
 

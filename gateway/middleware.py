@@ -1,5 +1,6 @@
 """Request middleware: a request id, one canonical log line, authentication, JSON errors."""
 
+import asyncio
 import time
 
 import structlog
@@ -7,9 +8,10 @@ from aiohttp import web
 
 from gateway.edge import check_url, printable
 from gateway.errors import ApiError, ledger_unavailable, unauthorized
+from gateway.facts import RequestFacts
 from gateway.keys import new_id
 from gateway.services import Caller
-from gateway.state import CALLER, LOG_FIELDS, METRICS, REQUEST_ID, SERVICES
+from gateway.state import CALLER, FACTS, METRICS, REQUEST_ID, SERVICES
 from ledger.recorder import LedgerUnavailable
 
 log = structlog.get_logger("gateway.request")
@@ -20,27 +22,48 @@ STARTED = web.RequestKey("started_response", web.StreamResponse)
 PUBLIC = frozenset({"/", "/v1/models", "/openapi.json"})
 REALTIME_PATH = "/v1/realtime"
 KEY_SUBPROTOCOL = "openai-insecure-api-key."
+CLIENT_CLOSED = 499  # nginx's "client closed request": the status the relays record as well
 
 
 @web.middleware
 async def observe(request: web.Request, handler) -> web.StreamResponse:
-    """Assign the request id, render errors as JSON, and log one line when the request ends."""
+    """Assign the request id, render errors as JSON, and log one line when the request ends,
+    with the status it really ended with: 499 when the client left before the answer was
+    complete, 101 for a WebSocket session however it closed, 500 for a failure of ours."""
     request_id = new_id("req")
     request[REQUEST_ID] = request_id
-    request[LOG_FIELDS] = {}
+    facts = request[FACTS] = RequestFacts()
     started = time.perf_counter()
     structlog.contextvars.bind_contextvars(request_id=request_id)
     status = 500
     try:
         response = await _render_errors(request, handler)
-        status = response.status
+        status = _ended(request, response.status)
         return response
+    except (ConnectionError, asyncio.CancelledError):
+        # aiohttp cancels the handler when its client disconnects; a write to a gone client fails
+        status = _ended(request, CLIENT_CLOSED if _client_gone(request) else 500)
+        raise
     finally:
         seconds = time.perf_counter() - started
-        request.app[METRICS].observe_request(request, status, seconds, request[LOG_FIELDS])
+        request.app[METRICS].observe_request(request, status, seconds, facts)
         log.info("request", method=request.method, route=request.path, status=status,
-                 latency_ms=round(seconds * 1000, 2), **request[LOG_FIELDS])
+                 latency_ms=round(seconds * 1000, 2), **facts.log_fields())
         structlog.contextvars.clear_contextvars()
+
+
+def _ended(request: web.Request, status: int) -> int:
+    """`status`, unless the request became a WebSocket session: then 101 (the upgrade
+    succeeded; how the session ended is its close code)."""
+    if isinstance(session := request.get(STARTED), web.WebSocketResponse):
+        request[FACTS].ws_close_code = session.close_code
+        return 101
+    return status
+
+
+def _client_gone(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
 
 
 async def add_request_id(request: web.Request, response: web.StreamResponse) -> None:
@@ -105,8 +128,8 @@ async def authenticate(request: web.Request, handler) -> web.StreamResponse:
         raise unauthorized("invalid or revoked API key")
     services = request.app[SERVICES]
     await services.limiter.admit(principal.key_id, services.limits_for(principal.key_id))
-    request[CALLER] = Caller(principal, request[REQUEST_ID])
-    request[LOG_FIELDS]["org_id"] = principal.org_id
+    request[CALLER] = Caller(principal, request[REQUEST_ID], facts=request[FACTS])
+    request[FACTS].org_id = principal.org_id
     structlog.contextvars.bind_contextvars(org_id=principal.org_id)
     return await handler(request)
 

@@ -21,6 +21,7 @@ from gateway.catalogue import Resolved, UnknownModel
 from gateway.charges import Outcome, admit, record
 from gateway.chat import chat_cost
 from gateway.errors import ApiError, UpstreamError, bad_request
+from gateway.facts import CLIENT, PROVIDER
 from gateway.middleware import KEY_SUBPROTOCOL
 from gateway.providers.openai import input_output_usage
 from gateway.services import Caller, Services
@@ -197,6 +198,7 @@ class RealtimeSession:
             message = await source.receive()
         if source is self.upstream and message.type not in (WSMsgType.CLOSE, WSMsgType.CLOSING):
             self.error = "the provider's realtime connection broke off"
+        self.caller.facts.closed(PROVIDER if from_provider else CLIENT)  # the first side to end
         reason = close_reason(message, self._redact if from_provider else str)
         await sink.close(code=close_code(message, lost), message=reason)
 

@@ -8,6 +8,7 @@ from redis.asyncio import Redis
 from gateway.catalogue import Catalogue
 from gateway.config import Config
 from gateway.directory import Directory, Principal
+from gateway.facts import RequestFacts
 from gateway.idempotency import IdempotencyKeys
 from gateway.limits import Limits, RateLimiter
 from gateway.metrics import Metrics
@@ -49,6 +50,8 @@ class Caller(msgspec.Struct, frozen=True):
     principal: Principal
     request_id: str
     started: float = msgspec.field(default_factory=time.monotonic)
+    # What the request turned out to be, for its log line and metrics (gateway.facts)
+    facts: RequestFacts = msgspec.field(default_factory=RequestFacts)
 
     @property
     def org_id(self) -> str:

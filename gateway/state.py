@@ -2,6 +2,7 @@
 
 from aiohttp import web
 
+from gateway.facts import RequestFacts
 from gateway.metrics import Metrics
 from gateway.services import Caller, Services
 
@@ -9,4 +10,5 @@ SERVICES = web.AppKey("services", Services)
 METRICS = web.AppKey("metrics", Metrics)
 REQUEST_ID = web.RequestKey("request_id", str)
 CALLER = web.RequestKey("caller", Caller)
-LOG_FIELDS = web.RequestKey("log_fields", dict)
+# What the request turned out to be (model, provider, cost, ...): its log line and metrics read it.
+FACTS = web.RequestKey("facts", RequestFacts)
