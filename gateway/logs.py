@@ -3,6 +3,12 @@
 Secrets never reach the output: a processor masks anything shaped like an API key and removes
 every configured provider key by value (a defence in depth: upstream text is already redacted
 where it enters the gateway, see gateway.redaction).
+
+Two roads to the same output. structlog's own lines (the gateway's) are rendered straight to
+stderr's bytes: the canonical request line is on the hot path and never touches `logging`. The
+standard library's loggers (ledger, storage, aiohttp, asyncio) go through one root handler whose
+formatter is structlog's `ProcessorFormatter`, so their lines get the same level, timestamp,
+redaction and JSON, plus the logger's name, and a traceback as the `exception` field.
 """
 
 import logging
@@ -33,19 +39,41 @@ class Redacting:
 
 
 def configure(level: int = logging.INFO, redactor: Redactor | None = None, **always: object) -> None:
-    """JSON lines on stderr; `always` fields (a worker's pid, say) go on every line; `redactor`
-    knows the configured provider keys (without one, only key-shaped strings are masked)."""
+    """JSON lines on stderr, from structlog and the standard library's loggers alike; `always`
+    fields (a worker's pid, say) go on every line; `redactor` knows the configured provider keys
+    (without one, only key-shaped strings are masked). Calling it again replaces the set-up."""
+    stamped = [*([lambda _logger, _method, event: {**always, **event}] if always else []),
+               structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True)]
+    rendered = [structlog.processors.format_exc_info, Redacting(redactor or Redactor())]
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            *([lambda _logger, _method, event: {**always, **event}] if always else []),
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            Redacting(redactor or Redactor()),
-            structlog.processors.JSONRenderer(serializer=orjson.dumps),
-        ],
+        processors=[structlog.contextvars.merge_contextvars, *stamped, *rendered,
+                    structlog.processors.JSONRenderer(serializer=orjson.dumps)],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.BytesLoggerFactory(sys.stderr.buffer),
         cache_logger_on_first_use=True,
     )
+    _route_standard_logging(level, [structlog.stdlib.add_logger_name, *stamped], rendered)
+
+
+class _JsonLines(logging.StreamHandler):
+    """The root handler `configure` installs (its class tells it apart from anyone else's)."""
+
+
+def _route_standard_logging(level: int, stamped: list, rendered: list) -> None:
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[structlog.contextvars.merge_contextvars, *stamped,
+                           structlog.stdlib.ExtraAdder()],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *rendered,
+                    structlog.processors.JSONRenderer(serializer=_json_text)])
+    handler = _JsonLines(sys.stderr)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _JsonLines)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+
+
+def _json_text(event: dict, **kwargs: object) -> str:
+    """orjson for the standard library's lines too; a formatter returns text, not bytes."""
+    return orjson.dumps(event, **kwargs).decode()
