@@ -117,10 +117,12 @@ async def services_ctx(app: web.Application) -> AsyncIterator[None]:
     """What handlers use, assembled from the resources above."""
     config, ledger = app[CONFIG], app[LEDGER]
     app[SERVICES] = Services(
-        config, Catalogue.load(config.catalogue.path or None), ledger.recorder, ledger.writer,
-        ledger.directory, providers.build(config.providers, app[UPSTREAM]), app[REDIS], app[STORE],
-        Signer(config.storage.signing_secret, config.storage.signed_url_ttl_s),
-        IdempotencyKeys(ledger.recorder, config.music.upstream_timeout_s),
-        ProviderKeys(ledger.recorder, Sealer(config.secrets.master_key), ledger.directory),
-        RateLimiter(app[REDIS], config.redis), app[METRICS], Redactor.for_providers(config.providers))
+        config=config, catalogue=Catalogue.load(config.catalogue.path or None), recorder=ledger.recorder,
+        writer=ledger.writer, directory=ledger.directory,
+        providers=providers.build(config.providers, app[UPSTREAM]), redis=app[REDIS], store=app[STORE],
+        signer=Signer(config.storage.signing_secret, config.storage.signed_url_ttl_s),
+        idempotency=IdempotencyKeys(ledger.recorder, config.music.upstream_timeout_s),
+        provider_keys=ProviderKeys(ledger.recorder, Sealer(config.secrets.master_key), ledger.directory),
+        limiter=RateLimiter(app[REDIS], config.redis), metrics=app[METRICS],
+        redactor=Redactor.for_providers(config.providers))
     yield

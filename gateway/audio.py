@@ -15,12 +15,12 @@ from typing import Annotated, Literal
 import msgspec
 from aiohttp import web
 
-from gateway import media
-from gateway.billing import Usage, token_cost
+from gateway.billing import Usage
 from gateway.catalogue import Resolved
-from gateway.charges import admit, record
+from gateway.charges import admit, bill, failed
 from gateway.errors import UpstreamError
 from gateway.providers.base import AudioStream, SpeechCall
+from gateway.resolution import SPEECH, resolve
 from gateway.services import Caller, Services
 
 ROUTE = "/v1/audio/speech"
@@ -42,18 +42,19 @@ class SpeechRequest(msgspec.Struct):
 
 async def open_speech(services: Services, caller: Caller, body: dict, request: SpeechRequest) -> "SpeechRelay":
     """Start the synthesis and wait for its first bytes; failures until then are gateway errors."""
-    model = media.resolve(services, request.model, "speech")
+    served = resolve(services, request.model, SPEECH)
+    model = served.model
     api_key = await admit(services, caller, model.provider_id)
     call = SpeechCall(caller.request_id, model.upstream_model, body, api_key)
     upstream = None
     try:
-        upstream = await media.provider_of(services, model).open_speech(call)
+        upstream = await served.provider.open_speech(call)
         chunks = aiter(upstream)
         first = await anext(chunks, b"")
     except UpstreamError as exc:
         if upstream is not None:
             await upstream.aclose()
-        raise await media.failed(services, caller, ROUTE, model, request.model, exc, stream=True) from None
+        raise await failed(services, caller, ROUTE, model, request.model, exc, stream=True) from None
     return SpeechRelay(services, caller, request, model, upstream, chunks, first, byok=bool(api_key))
 
 
@@ -70,8 +71,7 @@ class SpeechRelay:
         try:
             await self._relay(response)
         except UpstreamError as exc:
-            await media.failed(self.services, self.caller, ROUTE, self.model, self.request.model, exc,
-                               stream=True)
+            await failed(self.services, self.caller, ROUTE, self.model, self.request.model, exc, stream=True)
             _cut(http_request)
             return response
         except (ConnectionError, asyncio.CancelledError):
@@ -91,10 +91,8 @@ class SpeechRelay:
 
     async def _bill(self, status: int) -> None:
         usage = Usage(len(self.request.input))  # characters, the unit the price is per
-        cost = token_cost(usage, self.model.prices.prompt, self.model.prices.completion,
-                          self.services.config.billing.usd_to_inr)
-        outcome = media.outcome(ROUTE, self.model, status, usage, cost, byok=self.byok, stream=True)
-        await record(self.services, self.caller, outcome, {"request": self.request.input})
+        await bill(self.services, self.caller, ROUTE, self.model, usage, {"request": self.request.input},
+                   byok=self.byok, status=status, stream=True)
 
 
 def _cut(http_request: web.Request) -> None:

@@ -4,6 +4,7 @@ from decimal import Decimal
 
 import msgspec
 
+from gateway.catalogue import Prices
 from gateway.errors import UpstreamError
 from gateway.jsonio import number
 from ledger.money import from_nano, to_nano
@@ -111,6 +112,14 @@ def token_cost(usage: Usage, prompt_price: Decimal, completion_price: Decimal, r
     return Cost(usd_in, usd_out, to_nano(from_nano(usd_in + usd_out) * rate), rate)
 
 
+def model_cost(prices: Prices, usage: Usage, rate: Decimal) -> Cost:
+    """What `usage` costs at a model's catalogue prices; prompt tokens read from (written to) the
+    provider's cache cost its cache-read (cache-write) price, or the prompt price where the
+    catalogue row has none ("0")."""
+    return token_cost(usage, prices.prompt, prices.completion, rate,
+                      prices.input_cache_read or None, prices.input_cache_write or None)
+
+
 def usage_body(usage: Usage, cost: Cost) -> dict:
     """The chat `usage` object of spec 2.5, plus the INR charged and the rate used."""
     tokens = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
@@ -129,3 +138,10 @@ def cost_body(cost: Cost) -> dict:
         "cost_inr": number(from_nano(cost.inr_nano)),
         "usd_to_inr": number(cost.rate),
     }
+
+
+def cost_fields(cost: Cost) -> dict:
+    """`cost` (USD, spec 2.4) with the INR charged and the rate used, as the embeddings and
+    transcription routes report them."""
+    return {"cost": number(from_nano(cost.usd_total_nano)), "cost_inr": number(from_nano(cost.inr_nano)),
+            "usd_to_inr": number(cost.rate)}

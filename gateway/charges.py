@@ -5,7 +5,7 @@ import hashlib
 import msgspec
 import structlog
 
-from gateway.billing import FREE, Cost, Usage
+from gateway.billing import FREE, Cost, Usage, model_cost
 from gateway.catalogue import Resolved
 from gateway.errors import ApiError, UpstreamError
 from gateway.jsonio import encode
@@ -26,9 +26,28 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     status: int
     stream: bool = False
     usage: Usage = Usage()
-    cost: Cost = FREE
-    charged: bool = False  # failed requests are recorded, with their status, but not charged
+    cost: Cost = FREE  # what was delivered costs (a failure, or a generation cut off, delivered nothing)
+    byok: bool = False  # the organization paid the provider with its own key
     error: str = ""
+
+    @property
+    def charged(self) -> bool:
+        """The billing rule (spec 7), the one place it is stated: a request delivered (200) or
+        left by its client (499) is charged what it delivered, unless the organization paid the
+        provider with its own key. Other statuses (failures) are recorded, not charged."""
+        return self.status in (200, 499) and not self.byok
+
+    @property
+    def charged_inr_nano(self) -> int:
+        """What the organization's balance pays for this request."""
+        return self.cost.inr_nano if self.charged else 0
+
+
+def outcome(route: str, model: Resolved, status: int, usage: Usage = Usage(), cost: Cost = FREE, *,
+            byok: bool = False, stream: bool = False, error: str = "") -> Outcome:
+    """How a request for `model` ended (see Outcome.charged for whether it is charged)."""
+    return Outcome(route=route, model=model.model_id, provider=model.provider_id, status=status,
+                   stream=stream, usage=usage, cost=cost, byok=byok, error=error)
 
 
 def _has_credit(services: Services, caller: Caller) -> bool:
@@ -47,9 +66,7 @@ def require_credit_before_body(services: Services, caller: Caller) -> None:
     no key of its own for any provider (which provider the request is for is in the body)."""
     if _has_credit(services, caller):
         return
-    own_keys = services.provider_keys is not None and any(
-        services.directory.provider_key(caller.org_id, provider) for provider in services.providers)
-    if not own_keys:
+    if not any(services.directory.provider_key(caller.org_id, provider) for provider in services.providers.ids):
         raise _insufficient_credits()
 
 
@@ -62,7 +79,7 @@ def _insufficient_credits() -> ApiError:
 async def admit(services: Services, caller: Caller, provider_id: str) -> str:
     """The organization's own key for the provider ("": the gateway's, and the request is paid
     from credits). 402 only when no credit is left and no key of the org's applies (spec 7)."""
-    key = await services.provider_keys.key_for(caller.org_id, provider_id) if services.provider_keys else ""
+    key = await services.provider_keys.key_for(caller.org_id, provider_id)
     if not key:
         require_credit(services, caller)
     return key
@@ -76,7 +93,7 @@ def request_event(caller: Caller, outcome: Outcome, content: Content | None = No
         stream=outcome.stream, prompt_tokens=outcome.usage.prompt_tokens,
         completion_tokens=outcome.usage.completion_tokens,
         cost_usd_nano=outcome.cost.usd_total_nano, cost_inr_nano=outcome.cost.inr_nano,
-        charged_inr_nano=outcome.cost.inr_nano if outcome.charged else 0,
+        charged_inr_nano=outcome.charged_inr_nano,
         usd_to_inr=str(outcome.cost.rate), latency_ms=caller.elapsed_ms(), error=outcome.error,
         content_id=content.content_id if content else "", content_hash=content.sha256 if content else "")
 
@@ -121,10 +138,30 @@ async def record(services: Services, caller: Caller, outcome: Outcome, text: dic
     await commit(services, caller, [request_event(caller, outcome, content)], [content])
 
 
+async def bill(services: Services, caller: Caller, route: str, model: Resolved, usage: Usage,
+               text: dict | None, *, byok: bool, status: int = 200, stream: bool = False, error: str = "") -> Cost:
+    """Price `usage` at the model's prices and record the request with its text (charged by
+    Outcome's rule); durable on return. The cost, for the answer to report."""
+    cost = model_cost(model.prices, usage, services.config.billing.usd_to_inr)
+    await record(services, caller, outcome(route, model, status, usage, cost, byok=byok, stream=stream,
+                                           error=error), text)
+    return cost
+
+
 async def record_failure(services: Services, caller: Caller, route: str, model: Resolved, exc: UpstreamError,
-                         *, stream: bool) -> None:
-    """Record a provider's failure (chat and messages, streamed or not), with the status the
-    client sees; not charged."""
-    outcome = Outcome(route=route, model=model.model_id, provider=model.provider_id,
-                      status=exc.client_status(), stream=stream, error=exc.message)
-    await record(services, caller, outcome)
+                         *, stream: bool = False) -> None:
+    """Record a provider's failure with the status the client sees; not charged."""
+    await record(services, caller, outcome(route, model, exc.client_status(), stream=stream, error=exc.message))
+
+
+async def failed(services: Services, caller: Caller, route: str, model: Resolved, requested: str,
+                 exc: UpstreamError, *, stream: bool = False) -> ApiError:
+    """Record a provider's failure (not charged); the gateway error to answer with."""
+    await record_failure(services, caller, route, model, exc, stream=stream)
+    return exc.to_api_error(model.provider_id, requested)
+
+
+async def refused(services: Services, caller: Caller, route: str, model: Resolved, error: ApiError) -> ApiError:
+    """Record a request the client's own input broke off after the upstream call began."""
+    await record(services, caller, outcome(route, model, error.status, error=error.message))
+    return error

@@ -8,12 +8,13 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from gateway import float32, media
-from gateway.billing import Cost, Usage, token_cost
+from gateway import float32
+from gateway.billing import Cost, Usage, cost_fields
 from gateway.catalogue import Resolved
-from gateway.charges import admit, record
+from gateway.charges import admit, bill, failed
 from gateway.errors import UpstreamError, bad_request
 from gateway.providers.base import EmbeddingCall
+from gateway.resolution import EMBEDDING, resolve
 from gateway.services import Caller, Services
 
 ROUTE = "/v1/embeddings"
@@ -65,23 +66,22 @@ def embeddings_body(request_id: str, model: str, vectors: list[list[float]], enc
             for index, vector in enumerate(vectors)]
     return {"id": request_id, "object": "list", "data": data, "model": model,
             "usage": {"prompt_tokens": usage.prompt_tokens, "total_tokens": usage.total_tokens,
-                      **media.cost_fields(cost)}}
+                      **cost_fields(cost)}}
 
 
 async def create(services: Services, caller: Caller, body: dict, request: EmbeddingRequest) -> dict:
     """One embeddings request, billed on the prompt tokens upstream reports."""
-    model = media.resolve(services, request.model, "embedding")
+    served = resolve(services, request.model, EMBEDDING)
+    model = served.model
     inputs_of(request.input)
     check_dimensions(model, request.dimensions)
     api_key = await admit(services, caller, model.provider_id)
     call = EmbeddingCall(caller.request_id, model.upstream_model, body, api_key)
     try:
-        reply = await media.provider_of(services, model).embed(call)
+        reply = await served.provider.embed(call)
     except UpstreamError as exc:
-        raise await media.failed(services, caller, ROUTE, model, request.model, exc) from None
+        raise await failed(services, caller, ROUTE, model, request.model, exc) from None
     usage = Usage(reply.prompt_tokens)
-    cost = token_cost(usage, model.prices.prompt, model.prices.completion, services.config.billing.usd_to_inr)
-    await record(services, caller, media.outcome(ROUTE, model, 200, usage, cost, byok=bool(api_key)),
-                 {"request": request.input})
+    cost = await bill(services, caller, ROUTE, model, usage, {"request": request.input}, byok=bool(api_key))
     return embeddings_body(caller.request_id, model.model_id, reply.vectors, request.encoding_format,
                            usage, cost)

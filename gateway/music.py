@@ -10,13 +10,15 @@ import msgspec
 from gateway import holds
 from gateway.billing import Cost
 from gateway.catalogue import Resolved
-from gateway.charges import Outcome, retained
+from gateway.charges import Outcome, outcome, retained
 from gateway.errors import ApiError, UpstreamError
 from gateway.idempotency import Claim, KeyTaken
 from gateway.jsonio import number
 from gateway.music_history import find_track
 from gateway.music_request import Image, MusicRequest, compose_prompt, request_hash, validate
 from gateway.providers.base import MusicCall, MusicReply, SafetyBlocked
+from gateway.providers.capabilities import MusicProvider
+from gateway.resolution import Served
 from gateway.services import Caller, Services
 from ledger.events import MusicTrackRecorded
 from ledger.money import from_nano, to_nano
@@ -59,16 +61,17 @@ def object_key(caller: Caller) -> str:
     return f"{caller.org_id}/{caller.request_id}.mp3"
 
 
-async def generate(services: Services, caller: Caller, request: MusicRequest, model: Resolved,
+async def generate(services: Services, caller: Caller, request: MusicRequest, served: Served[MusicProvider],
                    images: list[Image], claim: Claim | None = None) -> Generated:
     """Hold the price and claim the Idempotency-Key, call upstream once, store the audio, then
     settle; never retried."""
-    cost = flat_cost(services, model)
-    api_key = await services.provider_keys.key_for(caller.org_id, model.provider_id) if services.provider_keys else ""
-    # Nothing to hold when the org pays the provider itself (BYOK) or the model is free.
-    hold = await _reserve(services, caller, cost.inr_nano if cost.inr_nano and not api_key else None, claim)
+    model = served.model
+    api_key = await services.provider_keys.key_for(caller.org_id, model.provider_id)
+    success = outcome(ROUTE, model, 200, cost=flat_cost(services, model), byok=bool(api_key))
+    # Held: what success will charge; nothing when that is nothing (BYOK, or a free model).
+    hold = await _reserve(services, caller, success.charged_inr_nano or None, claim)
     try:
-        reply = await _call_upstream(services, caller, request, model, images, api_key)
+        reply = await _call_upstream(services, caller, request, served, images, api_key)
         if claim:  # before storing: a 504 must leave no object that no ledger event names
             claim.check_lease()
         storage = storage_label(services, caller)
@@ -77,8 +80,8 @@ async def generate(services: Services, caller: Caller, request: MusicRequest, mo
         await asyncio.shield(_failed(services, caller, request, model, hold, claim, exc))
         raise _client_error(exc, model, request) from None
     generated = Generated(caller.request_id, request.model, model, reply.audio, reply.text, storage,
-                          cost, int(time.time()))
-    await _succeeded(services, caller, request, hold, generated, stored, claim)
+                          success.cost, int(time.time()))
+    await _succeeded(services, caller, request, hold, success, generated, stored, claim)
     return generated
 
 
@@ -96,16 +99,16 @@ async def _reserve(services: Services, caller: Caller, amount_inr_nano: int | No
     return None
 
 
-async def _call_upstream(services: Services, caller: Caller, request: MusicRequest, model: Resolved,
-                         images: list[Image], api_key: str) -> MusicReply:
-    call = MusicCall(caller.request_id, model.upstream_model, compose_prompt(request),
+async def _call_upstream(services: Services, caller: Caller, request: MusicRequest,
+                         served: Served[MusicProvider], images: list[Image], api_key: str) -> MusicReply:
+    call = MusicCall(caller.request_id, served.model.upstream_model, compose_prompt(request),
                      [(image.mime_type, image.data) for image in images], api_key)
-    return await services.providers[model.provider_id].generate_music(
-        call, services.config.music.upstream_timeout_s)
+    return await served.provider.generate_music(call, services.config.music.upstream_timeout_s)
 
 
 async def _succeeded(services: Services, caller: Caller, request: MusicRequest, hold: holds.Hold | None,
-                     generated: Generated, stored: StoredObject | None, claim: Claim | None) -> None:
+                     success: Outcome, generated: Generated, stored: StoredObject | None,
+                     claim: Claim | None) -> None:
     prompt = retained(services, caller, "_p", {"prompt": request.prompt, "lyrics": request.lyrics,
                                                  "instrumental": request.instrumental})
     text = retained(services, caller, "_t", generated.text)
@@ -115,9 +118,7 @@ async def _succeeded(services: Services, caller: Caller, request: MusicRequest, 
         etag=stored.etag if stored else "", prompt_content_id=prompt.content_id if prompt else "",
         text_content_id=text.content_id if text else "", idempotency_key=claim.key if claim else "",
         request_hash=claim.request_hash if claim else "")
-    outcome = Outcome(route=ROUTE, model=generated.model.model_id, provider=generated.model.provider_id,
-                      status=200, cost=generated.cost, charged=hold is not None)  # no hold: BYOK or free
-    await holds.settle(services, caller, hold, outcome, [track], [prompt, text])
+    await holds.settle(services, caller, hold, success, [track], [prompt, text])
 
 
 async def _failed(services: Services, caller: Caller, request: MusicRequest, model: Resolved,
@@ -129,10 +130,9 @@ async def _failed(services: Services, caller: Caller, request: MusicRequest, mod
     track = MusicTrackRecorded(request_id=caller.request_id, model=model.model_id,
                                provider=model.provider_id, storage="none", error=True,
                                prompt_content_id=prompt.content_id if prompt else "")
-    outcome = Outcome(route=ROUTE, model=model.model_id, provider=model.provider_id, status=status,
-                      error=str(exc)[:500] or type(exc).__name__)
+    failure = outcome(ROUTE, model, status, error=str(exc)[:500] or type(exc).__name__)
     released = [claim.released(caller.request_id)] if claim else []
-    await holds.settle(services, caller, hold, outcome, [track, *released], [prompt])
+    await holds.settle(services, caller, hold, failure, [track, *released], [prompt])
 
 
 def _client_error(exc: BaseException, model: Resolved, request: MusicRequest) -> BaseException:
@@ -166,13 +166,13 @@ def response_body(services: Services, generated: Generated) -> dict:
 async def create(services: Services, caller: Caller, body: dict, request: MusicRequest,
                  idempotency_key: str | None) -> dict:
     """POST /v1/music: validate, then generate once (or replay the first answer for the key)."""
-    model, images = validate(services, request)
+    served, images = validate(services, request)
     if not idempotency_key:
-        return response_body(services, await generate(services, caller, request, model, images))
+        return response_body(services, await generate(services, caller, request, served, images))
     digest = request_hash(body)
     generated = await services.idempotency.once(
         caller.org_id, idempotency_key, digest,
-        lambda claim: generate(services, caller, request, model, images, claim),
+        lambda claim: generate(services, caller, request, served, images, claim),
         lambda request_id: replay(services, caller, request, request_id))
     return response_body(services, generated)
 

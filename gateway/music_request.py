@@ -11,8 +11,10 @@ from typing import Annotated
 
 import msgspec
 
-from gateway.catalogue import Resolved, UnknownModel
+from gateway.catalogue import Resolved
 from gateway.errors import bad_request
+from gateway.providers.capabilities import MusicProvider
+from gateway.resolution import MUSIC, Served, resolve
 from gateway.services import Services
 
 MAX_PROMPT_CHARS = 4096
@@ -38,9 +40,10 @@ class Image(msgspec.Struct, frozen=True):
     data: bytes
 
 
-def validate(services: Services, request: MusicRequest) -> tuple[Resolved, list[Image]]:
-    """The music model and the decoded reference images; 400 naming the problem otherwise."""
-    model = _music_model(services, request.model)
+def validate(services: Services, request: MusicRequest) -> tuple[Served[MusicProvider], list[Image]]:
+    """The music model and its adapter, and the decoded reference images; 400 naming the
+    problem otherwise (501 when no adapter of the model's provider makes music)."""
+    served = resolve(services, request.model, MUSIC)
     if not request.prompt.strip():
         raise bad_request("prompt must not be empty", "prompt")
     if len(request.prompt) > MAX_PROMPT_CHARS:
@@ -48,21 +51,10 @@ def validate(services: Services, request: MusicRequest) -> tuple[Resolved, list[
     if request.response_format != "mp3":
         raise bad_request(f"response_format {request.response_format!r} is not available; only mp3",
                           "response_format")
-    if request.reference_images and _max_images(model) == 0:
+    if request.reference_images and _max_images(served.model) == 0:
         raise bad_request(f"model {request.model!r} takes a text-only prompt; reference_images"
                           " need tune-3-pro-preview", "reference_images")
-    return model, [decode_image(url, index) for index, url in enumerate(request.reference_images)]
-
-
-def _music_model(services: Services, model_id: str) -> Resolved:
-    try:
-        model = services.catalogue.resolve(model_id)
-    except UnknownModel:
-        raise bad_request(f"unknown model {model_id!r}; music models are tune-3-clip-preview"
-                          " and tune-3-pro-preview", "model") from None
-    if model.kind != "music":
-        raise bad_request(f"model {model_id!r} is not a music model", "model")
-    return model
+    return served, [decode_image(url, index) for index, url in enumerate(request.reference_images)]
 
 
 def _max_images(model: Resolved) -> int:

@@ -9,7 +9,7 @@ of a response cut short, is not estimated). When either side closes, the other i
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import aiohttp
 import msgspec
@@ -17,13 +17,14 @@ import structlog
 from aiohttp import WSCloseCode, WSMsgType, web
 
 from gateway.billing import Usage
-from gateway.catalogue import Resolved, UnknownModel
-from gateway.charges import Outcome, admit, record
-from gateway.chat import chat_cost
-from gateway.errors import ApiError, UpstreamError, bad_request
+from gateway.catalogue import Resolved
+from gateway.charges import admit, bill, failed
+from gateway.errors import UpstreamError, bad_request
 from gateway.facts import CLIENT, PROVIDER
 from gateway.middleware import KEY_SUBPROTOCOL
+from gateway.providers.capabilities import RealtimeProvider
 from gateway.providers.openai import input_output_usage
+from gateway.resolution import REALTIME, Served, resolve
 from gateway.services import Caller, Services
 
 ROUTE = "/v1/realtime"
@@ -34,13 +35,6 @@ DONE_MARKER = '"response.done"'
 RELAYED = (WSMsgType.TEXT, WSMsgType.BINARY)
 
 log = structlog.get_logger("gateway.realtime")
-
-
-@runtime_checkable
-class RealtimeProvider(Protocol):
-    async def open_realtime(self, upstream_model: str, api_key: str = "",
-                            max_message_bytes: int = ...) -> aiohttp.ClientWebSocketResponse:
-        """The provider's realtime WebSocket; raises UpstreamError if it will not open."""
 
 
 class _Response(msgspec.Struct):
@@ -109,34 +103,23 @@ def check_handshake(request: web.Request) -> None:
         raise bad_request("GET /v1/realtime is a WebSocket: send an Upgrade request")
 
 
-def resolve_realtime_model(services: Services, model: str) -> Resolved:
-    """The catalogue entry for a realtime model; 400 for anything else."""
+def resolve_realtime_model(services: Services, model: str) -> Served[RealtimeProvider]:
+    """The realtime model the query names and its adapter; 400 or 501 as for every route."""
     if not model:
         raise bad_request("the model query parameter is required: GET /v1/realtime?model=<model>", "model")
-    try:
-        resolved = services.catalogue.resolve(model)
-    except UnknownModel:
-        raise bad_request(f"unknown model {model!r}; GET /v1/models lists the models", "model") from None
-    if resolved.kind != "realtime":
-        raise bad_request(f"model {model!r} is a {resolved.kind} model, not a realtime model", "model")
-    if not isinstance(services.providers.get(resolved.provider_id), RealtimeProvider):
-        raise ApiError(501, f"provider {resolved.provider_id!r} of model {model!r} has no realtime API"
-                            " in this gateway yet", type="not_implemented")
-    return resolved
+    return resolve(services, model, REALTIME)
 
 
 async def open_session(services: Services, caller: Caller, model_id: str) -> "RealtimeSession":
     """Resolve, admit (402 without credit or own key) and open the provider's WebSocket; a
     provider that refuses is the client's error response, recorded and not charged."""
-    model = resolve_realtime_model(services, model_id)
+    served = resolve_realtime_model(services, model_id)
+    model = served.model
     api_key = await admit(services, caller, model.provider_id)
-    provider: RealtimeProvider = services.providers[model.provider_id]
     try:
-        upstream = await provider.open_realtime(model.upstream_model, api_key, MAX_MESSAGE_BYTES)
+        upstream = await served.provider.open_realtime(model.upstream_model, api_key, MAX_MESSAGE_BYTES)
     except UpstreamError as exc:
-        await record(services, caller, Outcome(route=ROUTE, model=model.model_id, provider=model.provider_id,
-                                               status=exc.client_status(), stream=True, error=exc.message))
-        raise exc.to_api_error(model.provider_id, model_id) from None
+        raise await failed(services, caller, ROUTE, model, model_id, exc, stream=True) from None
     return RealtimeSession(services, caller, model, upstream, api_key)
 
 
@@ -220,9 +203,5 @@ class RealtimeSession:
             await client.close(code=WSCloseCode.GOING_AWAY)
 
     async def _record(self) -> None:
-        model, usage = self.model, self.usage
-        outcome = Outcome(route=ROUTE, model=model.model_id, provider=model.provider_id,
-                          status=200 if self.upgraded else 499, stream=True, usage=usage,
-                          cost=chat_cost(self.services, model, usage), charged=not self.byok,
-                          error=self.error)
-        await record(self.services, self.caller, outcome)
+        await bill(self.services, self.caller, ROUTE, self.model, self.usage, None, byok=self.byok,
+                   status=200 if self.upgraded else 499, stream=True, error=self.error)

@@ -9,15 +9,17 @@ cannot record ends the stream with an error event too, never with a silent cut.
 
 import abc
 import asyncio
-from typing import Protocol
+import math
+from typing import Generic, Protocol, TypeVar
 
 import structlog
 from aiohttp import web
 
+from gateway.billing import Cost, Usage
 from gateway.catalogue import Resolved
-from gateway.charges import record_failure
+from gateway.charges import bill, record_failure
 from gateway.errors import ApiError, UpstreamError, ledger_unavailable
-from gateway.providers.base import ChatStream
+from gateway.jsonio import encode
 from gateway.services import Caller, Services
 from ledger.recorder import AppendRejected, LedgerUnavailable
 
@@ -27,6 +29,14 @@ SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
 UNRECORDED = (LedgerUnavailable, AppendRejected)
 
 log = structlog.get_logger("gateway.relay")
+
+
+def estimate_prompt_tokens(prompt: list[dict]) -> int:
+    """Used only when upstream never reported usage: about four characters a token of the
+    retained conversation (`{"role", "content"}` messages; structured content as JSON)."""
+    chars = sum(len(m["content"]) if isinstance(m["content"], str) else len(encode(m["content"] or ""))
+                for m in prompt)
+    return math.ceil(chars / 4)
 
 
 def unrecorded_error(exc: Exception) -> ApiError:
@@ -42,13 +52,29 @@ class RelayedRequest(Protocol):
     stream: bool
 
 
-class BilledRelay(abc.ABC):
+class Upstream(Protocol):
+    async def aclose(self) -> None:
+        """Stop reading and abandon the upstream request."""
+
+
+U = TypeVar("U", bound=Upstream)
+
+
+class BilledRelay(abc.ABC, Generic[U]):
+    """Billing rule: a completed stream is billed on the usage the provider reports (estimated
+    when it reports none). A client that leaves is billed (499) for the output delivered so far
+    plus an estimated prompt, and the upstream request is cancelled. A provider failure is
+    recorded, not charged."""
+
     route: str  # the route its requests are recorded under
-    services: Services
-    caller: Caller
-    request: RelayedRequest
-    upstream: ChatStream  # anything with aclose(); subclasses iterate it in _relay
-    model: Resolved
+
+    def __init__(self, services: Services, caller: Caller, request: RelayedRequest, model: Resolved,
+                 upstream: U, prompt: list[dict], byok: bool) -> None:
+        self.services, self.caller, self.request, self.model = services, caller, request, model
+        self.upstream, self.prompt, self.byok = upstream, prompt, byok  # prompt: as retained
+        self.usage: Usage | None = None  # as the provider reported it
+        self.delivered = 0  # completion tokens sent to the client
+        self.text: list[str] = []  # the completion as sent, retained with the prompt
 
     async def send(self, http_request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers=SSE_HEADERS)
@@ -64,12 +90,21 @@ class BilledRelay(abc.ABC):
         finally:
             await self.upstream.aclose()
         try:
-            billed = await self._bill(200, estimated=self._usage_unreported())
+            usage, cost = await self._bill(200, estimated=self.usage is None)
         except UNRECORDED as exc:
             await self._end_with(response, unrecorded_error(exc))
             return response
-        await self._finish(response, billed)
+        await self._finish(response, usage, cost)
         return response
+
+    async def _bill(self, status: int, *, estimated: bool) -> tuple[Usage, Cost]:
+        """Record the request in the ledger; what was billed, for `_finish` to report."""
+        usage = self.usage if self.usage is not None and not estimated else \
+            Usage(estimate_prompt_tokens(self.prompt), self.delivered)
+        cost = await bill(self.services, self.caller, self.route, self.model, usage,
+                          {"request": self.prompt, "response": ["".join(self.text)]},
+                          byok=self.byok, status=status, stream=True)
+        return usage, cost
 
     async def _upstream_failed(self, response: web.StreamResponse, exc: UpstreamError) -> None:
         """Record the failure (not charged) and tell the client in the stream."""
@@ -91,15 +126,7 @@ class BilledRelay(abc.ABC):
         """Write each upstream chunk or event to the client as it arrives."""
 
     @abc.abstractmethod
-    def _usage_unreported(self) -> bool:
-        """True when the provider never reported usage, so it must be estimated."""
-
-    @abc.abstractmethod
-    async def _bill(self, status: int, *, estimated: bool) -> object:
-        """Record the request in the ledger; returns what `_finish` reports to the client."""
-
-    @abc.abstractmethod
-    async def _finish(self, response: web.StreamResponse, billed: object) -> None:
+    async def _finish(self, response: web.StreamResponse, usage: Usage, cost: Cost) -> None:
         """Send the closing frames, carrying what was charged, and end the response."""
 
     @abc.abstractmethod

@@ -13,7 +13,7 @@ from gateway.idempotency import IdempotencyKeys
 from gateway.limits import Limits, RateLimiter
 from gateway.metrics import Metrics
 from gateway.provider_keys import ProviderKeys
-from gateway.providers.base import Provider
+from gateway.providers.capabilities import Providers
 from gateway.redaction import Redactor
 from gateway.signing import Signer
 from ledger.recorder import Recorder
@@ -21,21 +21,23 @@ from ledger.writer import GroupCommitWriter
 from storage.objects import ObjectStore
 
 
-class Services(msgspec.Struct, frozen=True):
+class Services(msgspec.Struct, frozen=True, kw_only=True):
+    """The parts of a running gateway; None only where absence is a configuration."""
+
     config: Config
     catalogue: Catalogue
     recorder: Recorder
     writer: GroupCommitWriter
     directory: Directory
-    providers: dict[str, Provider]
-    redis: Redis | None = None  # None: no Redis configured
-    store: ObjectStore | None = None  # None: no object storage (music storage "inline")
-    signer: Signer | None = None
-    idempotency: IdempotencyKeys | None = None
-    provider_keys: ProviderKeys | None = None  # organizations' own provider keys (BYOK)
-    limiter: RateLimiter | None = None
-    metrics: Metrics | None = None
-    redactor: Redactor = msgspec.field(default_factory=Redactor)  # the configured provider keys
+    providers: Providers
+    redis: Redis | None  # None: no Redis configured
+    store: ObjectStore | None  # None: no object storage (music storage "inline")
+    signer: Signer
+    idempotency: IdempotencyKeys
+    provider_keys: ProviderKeys  # organizations' own provider keys (BYOK)
+    limiter: RateLimiter
+    metrics: Metrics
+    redactor: Redactor  # the configured provider keys
 
     def limits_for(self, key_id: str) -> Limits:
         """The key's own rate limits, else the configured defaults."""

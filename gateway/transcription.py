@@ -8,13 +8,15 @@ renders `text`, `srt` and `vtt` itself (subtitles from the segments of `verbose_
 
 from decimal import Decimal
 
-from gateway import media, upload
-from gateway.billing import Cost, Usage, token_cost
+from gateway import upload
+from gateway.billing import Cost, Usage, cost_fields, model_cost
 from gateway.catalogue import Resolved
-from gateway.charges import admit, record
+from gateway.charges import admit, failed, outcome, record, refused
 from gateway.errors import UpstreamError, bad_request
 from gateway.jsonio import encode
 from gateway.providers.base import TranscriptionCall, TranscriptionReply
+from gateway.providers.capabilities import TranscriptionProvider
+from gateway.resolution import TRANSCRIPTION, Served, resolve
 from gateway.services import Caller, Services
 from ledger.money import from_nano, to_nano
 
@@ -49,7 +51,7 @@ def transcription_cost(model: Resolved, reply: TranscriptionReply, rate: Decimal
     """Tokens at the token prices, or seconds / 60 at the per-minute price; INR at `rate`.
     A reply reporting neither costs nothing."""
     if reply.usage is not None:
-        return reply.usage, token_cost(reply.usage, model.prices.prompt, model.prices.completion, rate)
+        return reply.usage, model_cost(model.prices, reply.usage, rate)
     usd = to_nano((reply.seconds or Decimal(0)) * model.prices.audio_per_minute / 60)
     return Usage(), Cost(usd, 0, to_nano(from_nano(usd) * rate), rate)
 
@@ -94,26 +96,27 @@ async def _transcribe(services: Services, caller: Caller, form: upload.Form) -> 
     await form.read_head()
     if not form.value("model"):
         raise bad_request("the form has no `model` part", "model")
-    model = media.resolve(services, form.value("model"), "transcription")
+    served = resolve(services, form.value("model"), TRANSCRIPTION)
+    model = served.model
     if not form.has_file:
         raise bad_request("the form has no `file` part with the audio", "file")
     for name, value in form.fields:
         check_field(name, value)
     api_key = await admit(services, caller, model.provider_id)
     call = TranscriptionCall(caller.request_id, model.upstream_model, form.parts(check_field), api_key)
-    reply = await _call_upstream(services, caller, model, form, call)
+    reply = await _call_upstream(services, caller, served, form, call)
     usage, cost = transcription_cost(model, reply, services.config.billing.usd_to_inr)
-    await record(services, caller, media.outcome(ROUTE, model, 200, usage, cost, byok=bool(api_key)),
+    await record(services, caller, outcome(ROUTE, model, 200, usage, cost, byok=bool(api_key)),
                  {"request": form.value("prompt"), "response": reply.body.get("text")})
     reported = reply.body.get("usage") if isinstance(reply.body.get("usage"), dict) else {}
-    return render(reply.body, form.value("response_format") or "json", {**reported, **media.cost_fields(cost)})
+    return render(reply.body, form.value("response_format") or "json", {**reported, **cost_fields(cost)})
 
 
-async def _call_upstream(services: Services, caller: Caller, model: Resolved, form: upload.Form,
-                         call: TranscriptionCall) -> TranscriptionReply:
+async def _call_upstream(services: Services, caller: Caller, served: Served[TranscriptionProvider],
+                         form: upload.Form, call: TranscriptionCall) -> TranscriptionReply:
     try:
-        return await media.provider_of(services, model).transcribe(call)
+        return await served.provider.transcribe(call)
     except UpstreamError as exc:
         if form.failure is not None:  # the client's upload broke the request, not the provider
-            raise await media.refused(services, caller, ROUTE, model, form.failure) from None
-        raise await media.failed(services, caller, ROUTE, model, form.value("model") or "", exc) from None
+            raise await refused(services, caller, ROUTE, served.model, form.failure) from None
+        raise await failed(services, caller, ROUTE, served.model, form.value("model") or "", exc) from None

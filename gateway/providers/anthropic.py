@@ -90,7 +90,6 @@ class AnthropicMessageStream:
 
 class AnthropicProvider:
     id = "anthropic"
-    capabilities = frozenset({"chat", "messages"})  # "messages": speaks /v1/messages natively
     requires_max_tokens = True
 
     def __init__(self, config: ProviderConfig, upstream: Upstream) -> None:

@@ -1,4 +1,5 @@
-"""The provider protocol: what every upstream adapter offers the gateway.
+"""What passes between the gateway and its upstream adapters: calls, replies and streams
+(what each adapter can do: gateway.providers.capabilities).
 
 Adapters speak their provider's wire format and hand back OpenAI-shaped results, so the rest
 of the gateway never sees a provider's own format. Adding a provider is one module plus
@@ -63,25 +64,6 @@ class ChatStream(Protocol):
         """Stop reading and abandon the upstream request (cancels generation upstream)."""
 
 
-class Provider(Protocol):
-    id: str
-    capabilities: frozenset[str]  # what the adapter can do: "chat", "music", ...
-    requires_max_tokens: bool  # chat requests without max_tokens are refused (spec 7: Anthropic)
-
-    async def chat(self, call: ChatCall) -> ChatReply:
-        """One non-streamed completion; raises UpstreamError on any provider failure."""
-
-    async def open_chat_stream(self, call: ChatCall) -> ChatStream:
-        """Start a streamed completion; raises UpstreamError before any chunk if refused."""
-
-
-class MusicProvider(Protocol):
-    id: str
-
-    async def generate_music(self, call: MusicCall, timeout_s: float) -> MusicReply:
-        """Exactly one upstream call, no retries. Raises SafetyBlocked or UpstreamError."""
-
-
 class EmbeddingCall(msgspec.Struct, frozen=True):
     request_id: str
     upstream_model: str
@@ -133,18 +115,3 @@ class TranscriptionReply(msgspec.Struct, frozen=True):
     body: dict  # OpenAI's JSON transcription (json or verbose_json)
     seconds: Decimal | None = None  # audio duration, when the provider bills by the minute
     usage: Usage | None = None  # tokens, when the provider bills by tokens
-
-
-class MediaProvider(Protocol):
-    """Embeddings, speech and transcription (capabilities "embedding", "speech", "transcription")."""
-
-    id: str
-
-    async def embed(self, call: EmbeddingCall) -> EmbeddingReply:
-        """One embeddings request; raises UpstreamError on any provider failure."""
-
-    async def open_speech(self, call: SpeechCall) -> AudioStream:
-        """Start synthesising; raises UpstreamError if refused before any audio."""
-
-    async def transcribe(self, call: TranscriptionCall) -> TranscriptionReply:
-        """Upload the form as it is read and return the transcript; raises UpstreamError."""

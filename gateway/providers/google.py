@@ -109,7 +109,6 @@ class GeminiChatStream:
 
 class GoogleProvider:
     id = "google"
-    capabilities = frozenset({"chat", "music"})
     requires_max_tokens = False
 
     def __init__(self, config: ProviderConfig, upstream: Upstream) -> None:

@@ -138,7 +138,6 @@ async def _with_model(form: AsyncIterator[FormField | FilePart],
 
 class OpenAIProvider:
     id = PROVIDER
-    capabilities = frozenset({"chat", "embedding", "speech", "transcription"})
     requires_max_tokens = False
 
     def __init__(self, config: ProviderConfig, upstream: Upstream) -> None:

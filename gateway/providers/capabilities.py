@@ -1,0 +1,90 @@
+"""What adapters can do, one Protocol per capability, and the registry that says which adapter
+has which: an adapter serves a capability exactly when `build` lists it there, so code handed
+an adapter from the registry has it typed by what it can do, never cast."""
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Protocol
+
+import aiohttp
+import msgspec
+
+from gateway.providers.anthropic_wire import MessageEvent
+from gateway.providers.base import (
+    AudioStream, ChatCall, ChatReply, ChatStream, EmbeddingCall, EmbeddingReply, MusicCall, MusicReply, SpeechCall,
+    TranscriptionCall, TranscriptionReply,
+)
+
+
+class ChatProvider(Protocol):
+    id: str
+    requires_max_tokens: bool  # chat requests without max_tokens are refused (spec 7: Anthropic)
+
+    async def chat(self, call: ChatCall) -> ChatReply:
+        """One non-streamed completion; raises UpstreamError on any provider failure."""
+
+    async def open_chat_stream(self, call: ChatCall) -> ChatStream:
+        """Start a streamed completion; raises UpstreamError before any chunk if refused."""
+
+
+class MessageEvents(Protocol):
+    """Anthropic stream events, native or translated from a chat stream."""
+
+    def __aiter__(self) -> AsyncIterator[MessageEvent]:
+        """Events as they arrive; raises UpstreamError if the provider fails mid-way."""
+
+    async def aclose(self) -> None:
+        """Stop reading and abandon the upstream request."""
+
+
+class MessagesProvider(Protocol):
+    """Speaks Anthropic's Messages API natively: /v1/messages bodies pass through as they are."""
+
+    async def messages(self, call: ChatCall) -> ChatReply:
+        """One non-streamed message, Anthropic-shaped; raises UpstreamError."""
+
+    async def open_messages_stream(self, call: ChatCall) -> MessageEvents:
+        """Start a streamed message; raises UpstreamError before any event if refused."""
+
+
+class EmbeddingProvider(Protocol):
+    async def embed(self, call: EmbeddingCall) -> EmbeddingReply:
+        """One embeddings request; raises UpstreamError on any provider failure."""
+
+
+class SpeechProvider(Protocol):
+    async def open_speech(self, call: SpeechCall) -> AudioStream:
+        """Start synthesising; raises UpstreamError if refused before any audio."""
+
+
+class TranscriptionProvider(Protocol):
+    async def transcribe(self, call: TranscriptionCall) -> TranscriptionReply:
+        """Upload the form as it is read and return the transcript; raises UpstreamError."""
+
+
+class RealtimeProvider(Protocol):
+    async def open_realtime(self, upstream_model: str, api_key: str = "",
+                            max_message_bytes: int = ...) -> aiohttp.ClientWebSocketResponse:
+        """The provider's realtime WebSocket; raises UpstreamError if it will not open."""
+
+
+class MusicProvider(Protocol):
+    async def generate_music(self, call: MusicCall, timeout_s: float) -> MusicReply:
+        """Exactly one upstream call, no retries. Raises SafetyBlocked or UpstreamError."""
+
+
+class Providers(msgspec.Struct, frozen=True, kw_only=True):
+    """Every adapter of this gateway by provider id, once under each capability it has. The
+    field names are the catalogue's model kinds (and `messages`, the native Messages API)."""
+
+    chat: Mapping[str, ChatProvider]
+    messages: Mapping[str, MessagesProvider]
+    embedding: Mapping[str, EmbeddingProvider]
+    speech: Mapping[str, SpeechProvider]
+    transcription: Mapping[str, TranscriptionProvider]
+    realtime: Mapping[str, RealtimeProvider]
+    music: Mapping[str, MusicProvider]
+
+    @property
+    def ids(self) -> frozenset[str]:
+        """Every provider some adapter serves."""
+        return frozenset().union(*(getattr(self, field) for field in self.__struct_fields__))

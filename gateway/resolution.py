@@ -1,0 +1,70 @@
+"""Which model and which adapter serve a request, for every route: the catalogue entry (400 for
+an unknown model), its kind (400 naming the route that serves it), and an adapter of its provider
+with the capability the route needs (501 when this gateway has none yet)."""
+
+from collections.abc import Callable, Mapping
+from typing import Generic, TypeVar
+
+import msgspec
+
+from gateway.catalogue import Kind, Resolved, UnknownModel
+from gateway.errors import ApiError, bad_request
+from gateway.providers.capabilities import (
+    ChatProvider, EmbeddingProvider, MusicProvider, Providers, RealtimeProvider, SpeechProvider,
+    TranscriptionProvider,
+)
+from gateway.services import Services
+
+P = TypeVar("P")
+ALL_MODELS = "GET /v1/models lists the models"
+ROUTE_OF_KIND: Mapping[Kind, str] = {
+    "chat": "POST /v1/chat/completions", "embedding": "POST /v1/embeddings", "speech": "POST /v1/audio/speech",
+    "transcription": "POST /v1/audio/transcriptions", "music": "POST /v1/music", "realtime": "GET /v1/realtime"}
+
+
+class Capability(Generic[P]):
+    """What a route needs: models of `kind`, served by an adapter of the `adapters` registry."""
+
+    def __init__(self, kind: Kind, adapters: Callable[[Providers], Mapping[str, P]],
+                 unknown_hint: str = ALL_MODELS) -> None:
+        self.kind, self.adapters, self.unknown_hint = kind, adapters, unknown_hint
+
+
+CHAT: Capability[ChatProvider] = Capability("chat", lambda providers: providers.chat)
+EMBEDDING: Capability[EmbeddingProvider] = Capability("embedding", lambda providers: providers.embedding)
+SPEECH: Capability[SpeechProvider] = Capability("speech", lambda providers: providers.speech)
+TRANSCRIPTION: Capability[TranscriptionProvider] = Capability(
+    "transcription", lambda providers: providers.transcription)
+REALTIME: Capability[RealtimeProvider] = Capability("realtime", lambda providers: providers.realtime)
+MUSIC: Capability[MusicProvider] = Capability("music", lambda providers: providers.music,
+                                               "music models are tune-3-clip-preview and tune-3-pro-preview")
+
+
+class Served(msgspec.Struct, Generic[P], frozen=True):
+    """A request's model and the adapter that serves it, typed by the capability checked."""
+
+    model: Resolved
+    provider: P
+
+
+def resolve(services: Services, model: str, capability: Capability[P]) -> Served[P]:
+    """The catalogue entry of `model` and its provider's adapter; 400 naming `model` when it is
+    unknown or of another kind, 501 when no adapter of its provider has the capability."""
+    resolved = _model_of_kind(services, model, capability)
+    provider = capability.adapters(services.providers).get(resolved.provider_id)
+    if provider is None:
+        raise ApiError(501, f"provider {resolved.provider_id!r} of model {model!r} cannot serve"
+                            f" {capability.kind} requests in this gateway yet", type="not_implemented")
+    return Served(resolved, provider)
+
+
+def _model_of_kind(services: Services, model: str, capability: Capability) -> Resolved:
+    """The catalogue entry of `model`; 400 naming `model` unless it is of the capability's kind."""
+    try:
+        resolved = services.catalogue.resolve(model)
+    except UnknownModel:
+        raise bad_request(f"unknown model {model!r}; {capability.unknown_hint}", "model") from None
+    if resolved.kind != capability.kind:
+        raise bad_request(f"model {model!r} is a {resolved.kind} model, not a {capability.kind} model;"
+                          f" use {ROUTE_OF_KIND[resolved.kind]}", "model")
+    return resolved
