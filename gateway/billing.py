@@ -95,6 +95,7 @@ class Cost(msgspec.Struct, frozen=True):
 
 
 FREE = Cost(0, 0, 0, Decimal(0))
+NO_USAGE = Usage()
 
 
 def token_cost(usage: Usage, prompt_price: Decimal, completion_price: Decimal, rate: Decimal,

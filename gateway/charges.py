@@ -5,7 +5,7 @@ import hashlib
 import msgspec
 import structlog
 
-from gateway.billing import FREE, Cost, Usage, model_cost
+from gateway.billing import FREE, NO_USAGE, Cost, Usage, model_cost
 from gateway.catalogue import Resolved
 from gateway.errors import ApiError, UpstreamError
 from gateway.jsonio import encode
@@ -43,7 +43,7 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
         return self.cost.inr_nano if self.charged else 0
 
 
-def outcome(route: str, model: Resolved, status: int, usage: Usage = Usage(), cost: Cost = FREE, *,
+def outcome(route: str, model: Resolved, status: int, usage: Usage = NO_USAGE, cost: Cost = FREE, *,
             byok: bool = False, stream: bool = False, error: str = "") -> Outcome:
     """How a request for `model` ended (see Outcome.charged for whether it is charged)."""
     return Outcome(route=route, model=model.model_id, provider=model.provider_id, status=status,
