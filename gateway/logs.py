@@ -13,13 +13,15 @@ redaction and JSON, plus the logger's name, and a traceback as the `exception` f
 
 import logging
 import sys
+from typing import Any
 
 import orjson
 import structlog
+from structlog.typing import EventDict, Processor
 
 from gateway.redaction import Redactor
 
-__all__ = ["configure", "Redacting"]
+__all__ = ["Redacting", "configure"]
 
 
 class Redacting:
@@ -28,7 +30,7 @@ class Redacting:
     def __init__(self, redactor: Redactor) -> None:
         self._redactor = redactor
 
-    def __call__(self, _logger: object, _method: str, event_dict: dict) -> dict:
+    def __call__(self, _logger: object, _method: str, event_dict: EventDict) -> EventDict:
         # One pass over every string at once decides whether any needs redacting (nothing is
         # found in one field that is not found in them all); the usual line needs none.
         joined = "\x00".join(value for value in event_dict.values() if isinstance(value, str))
@@ -42,9 +44,9 @@ def configure(level: int = logging.INFO, redactor: Redactor | None = None, **alw
     """JSON lines on stderr, from structlog and the standard library's loggers alike; `always`
     fields (a worker's pid, say) go on every line; `redactor` knows the configured provider keys
     (without one, only key-shaped strings are masked). Calling it again replaces the set-up."""
-    stamped = [*([lambda _logger, _method, event: {**always, **event}] if always else []),
+    stamped: list[Processor] = [*([lambda _logger, _method, event: {**always, **event}] if always else []),
                structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True)]
-    rendered = [structlog.processors.format_exc_info, Redacting(redactor or Redactor())]
+    rendered: list[Processor] = [structlog.processors.format_exc_info, Redacting(redactor or Redactor())]
     structlog.configure(
         processors=[structlog.contextvars.merge_contextvars, *stamped, *rendered,
                     structlog.processors.JSONRenderer(serializer=orjson.dumps)],
@@ -59,7 +61,7 @@ class _JsonLines(logging.StreamHandler):
     """The root handler `configure` installs (its class tells it apart from anyone else's)."""
 
 
-def _route_standard_logging(level: int, stamped: list, rendered: list) -> None:
+def _route_standard_logging(level: int, stamped: list[Processor], rendered: list[Processor]) -> None:
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[structlog.contextvars.merge_contextvars, *stamped,
                            structlog.stdlib.ExtraAdder()],
@@ -74,6 +76,6 @@ def _route_standard_logging(level: int, stamped: list, rendered: list) -> None:
     root.setLevel(level)
 
 
-def _json_text(event: dict, **kwargs: object) -> str:
+def _json_text(event: dict, **kwargs: Any) -> str:
     """orjson for the standard library's lines too; a formatter returns text, not bytes."""
     return orjson.dumps(event, **kwargs).decode()

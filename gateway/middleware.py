@@ -5,6 +5,7 @@ import time
 
 import structlog
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from gateway.edge import check_url, printable
 from gateway.errors import ApiError, ledger_unavailable, unauthorized
@@ -26,7 +27,7 @@ CLIENT_CLOSED = 499  # nginx's "client closed request": the status the relays re
 
 
 @web.middleware
-async def observe(request: web.Request, handler) -> web.StreamResponse:
+async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Assign the request id, render errors as JSON, and log one line when the request ends,
     with the status it really ended with: 499 when the client left before the answer was
     complete, 101 for a WebSocket session however it closed, 500 for a failure of ours."""
@@ -73,7 +74,7 @@ async def add_request_id(request: web.Request, response: web.StreamResponse) -> 
     request[STARTED] = response
 
 
-async def _render_errors(request: web.Request, handler) -> web.StreamResponse:
+async def _render_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         check_url(request)
         return await handler(request)
@@ -115,7 +116,7 @@ def _type_of(status: int) -> str:
 
 
 @web.middleware
-async def authenticate(request: web.Request, handler) -> web.StreamResponse:
+async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Resolve the bearer key to its organization; 401 for a missing, unknown or revoked key."""
     if request.path in PUBLIC or not request.path.startswith("/v1/"):
         return await handler(request)

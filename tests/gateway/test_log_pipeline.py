@@ -126,4 +126,5 @@ def test_standard_library_lines_are_redacted_json_with_level_time_and_logger():
     assert (warning["logger"], warning["level"], warning["worker"]) == ("ledger.writer", "warning", 7)
     assert warning["timestamp"].endswith("Z")
     assert (error["logger"], error["level"], error["event"]) == ("storage.serving", "error", "aborted the response")
-    assert error["exception"].startswith("Traceback") and "RuntimeError: upstream refused [redacted]" in error["exception"]
+    assert error["exception"].startswith("Traceback")
+    assert "RuntimeError: upstream refused [redacted]" in error["exception"]
