@@ -123,7 +123,7 @@ def model_cost(prices: Prices, usage: Usage, rate: Decimal) -> Cost:
 
 def usage_body(usage: Usage, cost: Cost) -> dict:
     """The chat `usage` object of spec 2.5, plus the INR charged and the rate used."""
-    tokens = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+    tokens: dict[str, object] = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
               "total_tokens": usage.total_tokens}
     if usage.cached_prompt_tokens:
         tokens["prompt_tokens_details"] = {"cached_tokens": usage.cached_prompt_tokens}

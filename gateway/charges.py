@@ -1,6 +1,7 @@
 """Recording requests in the ledger: one RequestCompleted event per request, exactly once."""
 
 import hashlib
+from collections.abc import Sequence
 
 import msgspec
 import structlog
@@ -109,7 +110,7 @@ def retained(services: Services, caller: Caller, suffix: str, text: object) -> C
 
 
 async def commit(services: Services, caller: Caller, events: list[Event],
-                 contents: list[Content | None] = ()) -> None:
+                 contents: Sequence[Content | None] = ()) -> None:
     """Append one request's events and text as one unit; durable on return."""
     unit = Append(caller.org_id, events, contents=[c for c in contents if c is not None])
     await services.writer.append(unit)

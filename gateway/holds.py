@@ -45,7 +45,7 @@ async def reserve(services: Services, caller: Caller, amount_inr_nano: int, also
 
 
 async def settle(services: Services, caller: Caller, hold: Hold | None, outcome: Outcome,
-                 also: list[Event], contents: list[Content | None] = ()) -> None:
+                 also: list[Event], contents: Sequence[Content | None] = ()) -> None:
     """End the hold (if one was taken) and record the request in one unit: charged on success,
     released otherwise."""
     prompt = next((c for c in contents if c is not None), None)

@@ -8,6 +8,7 @@ that leaves mid-stream billed for what it was sent.
 """
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import msgspec
 from aiohttp import web
@@ -111,7 +112,7 @@ class MessagesRelay(BilledRelay[MessageEvents]):
     def __init__(self, services: Services, caller: Caller, request: MessagesRequest, model: Resolved,
                  upstream: MessageEvents, prompt: list[dict], byok: bool) -> None:
         super().__init__(services, caller, request, model, upstream, prompt, byok)
-        self.closing = {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+        self.closing: dict[str, Any] = {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
                         "usage": {}}
 
     async def _relay(self, response: web.StreamResponse) -> None:

@@ -75,7 +75,8 @@ async def generate(services: Services, caller: Caller, request: MusicRequest, se
         if claim:  # before storing: a 504 must leave no object that no ledger event names
             claim.check_lease()
         storage = storage_label(services, caller)
-        stored = await services.store.put(object_key(caller), reply.audio, MIME) if storage == "s3" else None
+        store = services.store if storage == "s3" else None
+        stored = await store.put(object_key(caller), reply.audio, MIME) if store else None
     except BaseException as exc:
         await asyncio.shield(_failed(services, caller, request, model, hold, claim, exc))
         raise _client_error(exc, model, request) from None
@@ -150,7 +151,7 @@ def _client_error(exc: BaseException, model: Resolved, request: MusicRequest) ->
 
 def response_body(services: Services, generated: Generated) -> dict:
     """The `music.generation` object of spec 2.1."""
-    audio = {"base64": base64.b64encode(generated.audio).decode(), "mime_type": MIME,
+    audio: dict[str, object] = {"base64": base64.b64encode(generated.audio).decode(), "mime_type": MIME,
              "storage": generated.storage}
     if generated.storage == "s3":
         audio |= {"url": f"/v1/music/{generated.request_id}/content",

@@ -94,9 +94,10 @@ async def transcribe(services: Services, caller: Caller, form: upload.Form) -> t
 
 async def _transcribe(services: Services, caller: Caller, form: upload.Form) -> tuple[bytes, str]:
     await form.read_head()
-    if not form.value("model"):
+    requested = form.value("model")
+    if not requested:
         raise bad_request("the form has no `model` part", "model")
-    served = resolve(services, form.value("model"), TRANSCRIPTION)
+    served = resolve(services, requested, TRANSCRIPTION)
     model = served.model
     if not form.has_file:
         raise bad_request("the form has no `file` part with the audio", "file")
@@ -108,8 +109,9 @@ async def _transcribe(services: Services, caller: Caller, form: upload.Form) -> 
     usage, cost = transcription_cost(model, reply, services.config.billing.usd_to_inr)
     await record(services, caller, outcome(ROUTE, model, 200, usage, cost, byok=bool(api_key)),
                  {"request": form.value("prompt"), "response": reply.body.get("text")})
-    reported = reply.body.get("usage") if isinstance(reply.body.get("usage"), dict) else {}
-    return render(reply.body, form.value("response_format") or "json", {**reported, **cost_fields(cost)})
+    reported = reply.body.get("usage")
+    usage_fields = {**(reported if isinstance(reported, dict) else {}), **cost_fields(cost)}
+    return render(reply.body, form.value("response_format") or "json", usage_fields)
 
 
 async def _call_upstream(services: Services, caller: Caller, served: Served[TranscriptionProvider],
