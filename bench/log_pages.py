@@ -54,7 +54,7 @@ async def timed(recorder: SQLiteRecorder, sql: str, params: tuple, repeat: int) 
     times, found = [], 0
     for _ in range(repeat):
         started = time.perf_counter()
-        found = len(await recorder.fetch(sql, params))
+        found = len(await recorder._fetch(sql, params))
         times.append((time.perf_counter() - started) * 1000)
     return statistics.median(times), max(times), found
 
@@ -67,7 +67,7 @@ async def main(args: argparse.Namespace) -> None:
         started = time.perf_counter()
         await asyncio.to_thread(fill, path, args.rows)
         print(f"\n{args.rows} request_log rows written in {time.perf_counter() - started:.1f} s")
-        (middle,), = await recorder.fetch("SELECT position FROM request_log ORDER BY position"
+        (middle,), = await recorder._fetch("SELECT position FROM request_log ORDER BY position"
                                           " LIMIT 1 OFFSET ?", (args.rows // 2,))
         cases = {
             "first page (50)": {},

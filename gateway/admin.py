@@ -5,6 +5,7 @@ from decimal import Decimal
 from gateway import keys
 from gateway.jsonio import number
 from gateway.sealing import Sealer, SealingError
+from ledger import queries
 from ledger.events import (
     ApiKeyCreated, ApiKeyRevoked, CreditsAdded, KeyLimitsSet, OrgCreated, ProviderKeyRemoved, ProviderKeySet,
     RetentionChanged,
@@ -43,13 +44,10 @@ async def create_key(recorder: Recorder, org_id: str, name: str = "", admin: boo
 
 
 async def revoke_key(recorder: Recorder, key_id: str) -> dict:
-    rows = await recorder.fetch("SELECT org_id, revoked_at_us FROM api_keys WHERE key_id = ?", (key_id,))
-    if not rows:
-        raise AdminError(f"no key {key_id}")
-    org_id, revoked = rows[0]
-    if revoked is None:
-        await _append(recorder, Append(org_id, [ApiKeyRevoked(key_id=key_id)]))
-    return {"key_id": key_id, "org_id": org_id, "revoked": True}
+    key = await _require_key(recorder, key_id)
+    if key.revoked_at_us is None:
+        await _append(recorder, Append(key.org_id, [ApiKeyRevoked(key_id=key_id)]))
+    return {"key_id": key_id, "org_id": key.org_id, "revoked": True}
 
 
 async def add_credits(recorder: Recorder, org_id: str, amount_inr: str) -> dict:
@@ -70,10 +68,8 @@ async def set_key_limits(recorder: Recorder, key_id: str, requests_per_minute: i
     """A key's own rate limits per minute (0: unlimited), instead of the `[limits]` defaults."""
     if requests_per_minute < 0 or tokens_per_minute < 0:
         raise AdminError("limits must be 0 (unlimited) or positive")
-    rows = await recorder.fetch("SELECT org_id FROM api_keys WHERE key_id = ?", (key_id,))
-    if not rows:
-        raise AdminError(f"no key {key_id}")
-    await _append(recorder, Append(rows[0][0], [KeyLimitsSet(
+    key = await _require_key(recorder, key_id)
+    await _append(recorder, Append(key.org_id, [KeyLimitsSet(
         key_id=key_id, requests_per_minute=requests_per_minute, tokens_per_minute=tokens_per_minute)]))
     return {"key_id": key_id, "requests_per_minute": requests_per_minute, "tokens_per_minute": tokens_per_minute}
 
@@ -97,18 +93,15 @@ async def set_provider_key(recorder: Recorder, sealer: Sealer, org_id: str, prov
 async def remove_provider_key(recorder: Recorder, org_id: str, provider: str) -> dict:
     _check_provider(provider)
     await _require_org(recorder, org_id)
-    if await recorder.fetch("SELECT 1 FROM provider_keys WHERE org_id = ? AND provider = ?", (org_id, provider)):
+    if await queries.has_provider_key(recorder, org_id, provider):
         await _append(recorder, Append(org_id, [ProviderKeyRemoved(provider=provider)],
                                        secrets=[Secret(provider, None)]))
     return {"org_id": org_id, "provider": provider, "removed": True}
 
 
 async def balance(recorder: Recorder, org_id: str) -> dict:
-    rows = await recorder.fetch(
-        "SELECT credits_inr_nano, spent_inr_nano FROM orgs WHERE org_id = ?", (org_id,))
-    if not rows:
-        raise AdminError(f"no organization {org_id}")
-    credits, spent = rows[0]
+    org = await _require_org(recorder, org_id)
+    credits, spent = org.credits_inr_nano, org.spent_inr_nano
     return {"org_id": org_id, "balance_inr": number(from_nano(credits - spent)),
             "credits_inr": number(from_nano(credits)), "spent_inr": number(from_nano(spent))}
 
@@ -142,9 +135,16 @@ def _check_provider(provider: str) -> None:
         raise AdminError(f"provider must be one of {', '.join(PROVIDERS)}, got {provider!r}")
 
 
-async def _require_org(recorder: Recorder, org_id: str) -> None:
-    if not await recorder.fetch("SELECT 1 FROM orgs WHERE org_id = ?", (org_id,)):
+async def _require_org(recorder: Recorder, org_id: str) -> queries.Org:
+    if (org := await queries.org(recorder, org_id)) is None:
         raise AdminError(f"no organization {org_id}")
+    return org
+
+
+async def _require_key(recorder: Recorder, key_id: str) -> queries.ApiKey:
+    if (key := await queries.api_key(recorder, key_id)) is None:
+        raise AdminError(f"no key {key_id}")
+    return key
 
 
 async def _append(recorder: Recorder, unit: Append) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import msgspec
 
 from gateway import keys
+from ledger import queries
 from ledger.events import (
     ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, HoldReleased, OrgCreated,
     KeyLimitsSet, ProviderKeyRemoved, ProviderKeySet, RequestCompleted, RetentionChanged,
@@ -97,24 +98,20 @@ class Directory:
     async def load(self, recorder: Recorder) -> int:
         """Fill the view from the projection tables; returns the position it reflects."""
         async with recorder.snapshot():
-            (position,), = await recorder.fetch("SELECT COALESCE(MAX(position), 0) FROM events")
-            self._load_orgs(await recorder.fetch(
-                "SELECT org_id, retention, credits_inr_nano, spent_inr_nano, held_inr_nano FROM orgs"))
-            self._load_keys(await recorder.fetch(
-                "SELECT key_id, org_id, key_hash, admin FROM api_keys WHERE revoked_at_us IS NULL"))
-            for key_id, rpm, tpm in await recorder.fetch(
-                    "SELECT key_id, requests_per_minute, tokens_per_minute FROM key_limits"):
+            position = await queries.last_position(recorder)
+            self._load_orgs(await queries.orgs(recorder))
+            self._load_keys(await queries.active_keys(recorder))
+            for key_id, rpm, tpm in await queries.key_limits(recorder):
                 self._key_limits[key_id] = (rpm, tpm)
-            for org_id, provider, fingerprint in await recorder.fetch(
-                    "SELECT org_id, provider, fingerprint FROM provider_keys"):
+            for org_id, provider, fingerprint in await queries.provider_keys(recorder):
                 self._provider_keys[(org_id, provider)] = fingerprint
         return position
 
-    def _load_orgs(self, rows: Sequence[tuple]) -> None:
-        for org_id, retention, credits, spent, held in rows:
+    def _load_orgs(self, rows: Sequence[queries.Org]) -> None:
+        for org_id, _name, retention, credits, spent, held in rows:
             self._orgs[org_id] = OrgAccount(retention, credits, spent, held)
 
-    def _load_keys(self, rows: Sequence[tuple]) -> None:
+    def _load_keys(self, rows: Sequence[queries.ActiveKey]) -> None:
         for key_id, org_id, key_hash, admin in rows:
-            self._keys[key_hash] = Principal(key_id, org_id, bool(admin))
+            self._keys[key_hash] = Principal(key_id, org_id, admin)
             self._digests[key_id] = key_hash

@@ -5,6 +5,7 @@ import asyncio
 from gateway import __version__
 from gateway.redis_client import FAILURES as REDIS_FAILURES, drop_idle_connections
 from gateway.services import Services
+from ledger import queries
 from ledger.recorder import LedgerUnavailable
 
 # Both checks run at once, each cut off after this: the report never takes much longer.
@@ -32,7 +33,7 @@ async def report(services: Services, skip: set[str]) -> tuple[int, dict]:
 
 
 async def _ping_database(services: Services) -> None:
-    await services.recorder.fetch("SELECT 1")
+    await queries.ping(services.recorder)
 
 
 async def _check_redis(services: Services) -> dict:

@@ -34,6 +34,7 @@ from typing import Literal, NamedTuple, Protocol
 import msgspec
 
 from gateway.errors import ApiError
+from ledger import queries
 from ledger.events import Event, IdempotencyKeyClaimed, IdempotencyKeyReleased
 from ledger.recorder import Recorder
 
@@ -41,8 +42,6 @@ WINDOW_US = 24 * 3600 * 1_000_000
 MAX_KEY_CHARS = 255
 LEASE_MARGIN_S = 60.0  # beyond the upstream timeout: storing the audio and recording the charge
 FIRST_POLL_S, LONGEST_POLL_S = 0.05, 1.0
-USE = ("SELECT request_hash, request_id, created_at_us, running_until_us FROM idempotency_keys"
-       " WHERE org_id = ? AND idempotency_key = ?")
 
 Step = Literal["claim", "wait", "replay"]
 
@@ -181,8 +180,8 @@ class IdempotencyKeys:
             await patience.pause()
 
     async def _use(self, slot: tuple[str, str]) -> Use | None:
-        rows = await self._recorder.fetch(USE, slot)
-        return Use(*rows[0]) if rows else None
+        use = await queries.key_use(self._recorder, *slot)
+        return Use(*use) if use else None
 
     async def _replayed(self, org_id: str, request_id: str,
                         replay: Callable[[str], Awaitable[Answer | None]]) -> Answer:

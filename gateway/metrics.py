@@ -14,14 +14,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily
 
 from gateway.facts import RequestFacts
+from ledger import queries
 from ledger.recorder import Recorder
 
 MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 BATCH_SIZES = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2000)
 REQUEST_LABELS = ("route", "model", "provider", "status")
-HOSTED_DUE = ("SELECT COUNT(*) FROM music_tracks WHERE storage = 's3' AND error = 0"
-              " AND expired_at_us IS NULL AND created_at_us < ?")
 
 
 class Metrics:
@@ -88,9 +87,7 @@ class Metrics:
 
     async def _retention_state(self, recorder: Recorder) -> tuple[int, int]:
         cutoff = (time.time_ns() // 1000) - self._retention_days * 86_400_000_000
-        [(due,)] = await recorder.fetch(HOSTED_DUE, (cutoff,))
-        [(expired,)] = await recorder.fetch("SELECT COUNT(*) FROM media_expired")
-        return due, expired
+        return await queries.hosted_due_count(recorder, cutoff), await queries.expired_media_count(recorder)
 
 
 class Children:

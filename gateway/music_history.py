@@ -6,16 +6,13 @@ from gateway.edge import WholeNumber
 from gateway.errors import ApiError
 from gateway.jsonio import loads, number
 from gateway.services import Caller, Services
+from ledger import log_queries
+from ledger.log_queries import TrackRow
 from ledger.money import from_nano
+from ledger.schema import is_hosted
 
 MAX_LIMIT = 100
 LIMIT = WholeNumber("limit", 1, MAX_LIMIT, 30, "tracks to list, newest first")
-TRACK_COLUMNS = ("m.request_id, m.org_id, r.position, m.created_at_us, m.model, m.provider, m.storage,"
-                 " m.error, m.object_key, m.expired_at_us, r.charged_inr_nano, r.cost_usd_nano,"
-                 " r.usd_to_inr, p.body, p.removed_at_us, t.body")
-TRACKS = ("SELECT " + TRACK_COLUMNS + " FROM music_tracks m JOIN request_log r ON r.request_id = m.request_id"
-          " LEFT JOIN content p ON p.content_id = m.prompt_content_id AND m.prompt_content_id != ''"
-          " LEFT JOIN content t ON t.content_id = m.text_content_id AND m.text_content_id != ''")
 
 
 class Track(msgspec.Struct, frozen=True):
@@ -43,18 +40,17 @@ class Track(msgspec.Struct, frozen=True):
 
     @property
     def hosted(self) -> bool:
-        return self.storage == "s3" and self.expired_at_us is None and not self.error
+        return is_hosted(self.storage, self.error, self.expired_at_us)
 
 
-def _track(row: tuple) -> Track:
+def _track(row: TrackRow) -> Track:
     *head, prompt, removed, text = row
     return Track(*head[:7], bool(head[7]), *head[8:], loads(prompt) if prompt else None,
                  removed is not None, loads(text) if text else None)
 
 
 async def history(services: Services, caller: Caller, limit: int) -> list[dict]:
-    rows = await services.recorder.fetch(
-        TRACKS + " WHERE m.org_id = ? ORDER BY m.position DESC LIMIT ?", (caller.org_id, limit))
+    rows = await log_queries.org_tracks(services.recorder, caller.org_id, limit)
     return [history_item(_track(row)) for row in rows]
 
 
@@ -76,13 +72,12 @@ def history_item(track: Track) -> dict:
 async def find_track(services: Services, caller: Caller, track_id: str) -> Track:
     """The caller's track by request id or log row id; 404 alike for unknown and foreign ones."""
     if track_id.startswith("log_") and track_id[4:].isdigit():
-        rows = await services.recorder.fetch(TRACKS + " WHERE r.position = ? AND r.org_id = ?",
-                                             (int(track_id[4:]), caller.org_id))
+        row = await log_queries.track_at(services.recorder, caller.org_id, int(track_id[4:]))
     else:
-        rows = await services.recorder.fetch(TRACKS + " WHERE m.request_id = ?", (track_id,))
-    if not rows or rows[0][1] != caller.org_id:
+        row = await log_queries.track(services.recorder, track_id)
+    if row is None or row.org_id != caller.org_id:
         raise ApiError(404, "no such track", type="not_found")  # the same words whoever owns it
-    return _track(rows[0])
+    return _track(row)
 
 
 async def download_link(services: Services, caller: Caller, track_id: str) -> tuple[str, int]:

@@ -13,11 +13,10 @@ from gateway import keys
 from gateway.admin import key_created
 from gateway.errors import ApiError
 from gateway.services import Caller, Services
+from ledger import queries
 from ledger.events import ApiKeyRevoked
 from ledger.recorder import Append
 
-KEYS = ("SELECT key_id, prefix, name, admin, created_at_us, last_used_at_us, revoked_at_us"
-        " FROM api_keys WHERE org_id = ? ORDER BY created_at_us DESC, key_id")
 
 
 class NewKey(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -31,15 +30,15 @@ def _seconds(at_us: int | None) -> int | None:
     return None if at_us is None else at_us // 1_000_000
 
 
-def key_item(row: tuple) -> dict:
-    key_id, prefix, name, admin, created, last_used, revoked = row
-    return {"id": key_id, "object": "api_key", "prefix": prefix, "name": name, "admin": bool(admin),
-            "created": _seconds(created), "last_used": _seconds(last_used), "revoked": _seconds(revoked)}
+def key_item(key: queries.ApiKey) -> dict:
+    return {"id": key.key_id, "object": "api_key", "prefix": key.prefix, "name": key.name, "admin": key.admin,
+            "created": _seconds(key.created_at_us), "last_used": _seconds(key.last_used_at_us),
+            "revoked": _seconds(key.revoked_at_us)}
 
 
 async def listing(services: Services, caller: Caller) -> dict:
     """Every key of the org, newest first, revoked ones with their revocation time."""
-    rows = await services.recorder.fetch(KEYS, (caller.org_id,))
+    rows = await queries.org_api_keys(services.recorder, caller.org_id)
     return {"object": "list", "data": [key_item(row) for row in rows],
             "can_manage": caller.principal.admin, "current_key_id": caller.principal.key_id}
 
@@ -63,13 +62,12 @@ async def create(services: Services, caller: Caller, request: NewKey) -> dict:
 async def revoke(services: Services, caller: Caller, key_id: str) -> dict:
     """Revoke a key of the caller's org (idempotent); never the caller's own key."""
     _require_admin(caller, "revoke keys")
-    rows = await services.recorder.fetch("SELECT revoked_at_us FROM api_keys WHERE key_id = ? AND org_id = ?",
-                                         (key_id, caller.org_id))
-    if not rows:  # the same answer for another org's key as for none at all
+    key = await queries.api_key(services.recorder, key_id)
+    if key is None or key.org_id != caller.org_id:  # the same answer for another org's key as for none at all
         raise ApiError(404, f"no key {key_id} in this organization", type="not_found")
     if key_id == caller.principal.key_id:
         raise ApiError(409, "a key cannot revoke itself; revoke it with another admin key",
                        type="conflict")
-    if rows[0][0] is None:
+    if key.revoked_at_us is None:
         await services.writer.append(Append(caller.org_id, [ApiKeyRevoked(key_id=key_id)]))
     return {"id": key_id, "object": "api_key", "revoked": True}

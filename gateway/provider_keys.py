@@ -9,9 +9,8 @@ has seen the change.
 from gateway.directory import Directory
 from gateway.errors import ApiError
 from gateway.sealing import Sealer, SealingError
+from ledger import queries
 from ledger.recorder import Recorder
-
-SEALED = "SELECT sealed FROM secrets WHERE stream_id = ? AND name = ?"
 
 
 class ProviderKeys:
@@ -33,12 +32,12 @@ class ProviderKeys:
         return key
 
     async def _open(self, org_id: str, provider: str) -> str:
-        rows = await self._recorder.fetch(SEALED, (org_id, provider))
-        if not rows:
+        sealed = await queries.sealed_secret(self._recorder, org_id, provider)
+        if sealed is None:
             raise ApiError(500, f"the organization's {provider} key is registered but not stored",
                            type="configuration_error")
         try:
-            return self._sealer.open(org_id, provider, rows[0][0])
+            return self._sealer.open(org_id, provider, sealed)
         except SealingError as exc:
             raise ApiError(500, f"the organization's own {provider} key cannot be used: {exc}",
                            type="configuration_error") from None

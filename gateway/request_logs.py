@@ -15,22 +15,19 @@ from gateway.errors import ApiError, bad_request
 from gateway.jsonio import loads, number
 from gateway.edge import MAX_WHOLE, WholeNumber, is_whole
 from gateway.services import Caller, Services
+from ledger import log_queries
+from ledger.log_queries import LogRow
 from ledger.money import from_nano
+from ledger.schema import LOG_FILTERS
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
-FILTERS = ("route", "model", "status")
+FILTERS = LOG_FILTERS
 PARAMETERS = frozenset({"limit", "before", *FILTERS})
 LIMIT = WholeNumber("limit", 1, MAX_LIMIT, DEFAULT_LIMIT, "entries on the page")
 STATUS = WholeNumber("status", 100, 599, description="only requests answered with this HTTP status")
 LOG_ID_PREFIX = "log_"
 LOG_ID_PATTERN = r"^log_[0-9]{1,19}$"  # what position_of accepts (below 2^63 too)
-COLUMNS = ("request_id, position, created_at_us, route, model, provider, status, stream, key_id,"
-           " prompt_tokens, completion_tokens, cost_usd_nano, cost_inr_nano, charged_inr_nano,"
-           " usd_to_inr, latency_ms, error, content_id")
-SELECT = f"SELECT {COLUMNS} FROM request_log"
-CONTENT = "SELECT body, removed_at_us FROM content WHERE content_id = ?"
-TRACK_TEXT = "SELECT prompt_content_id, text_content_id FROM music_tracks WHERE request_id = ?"
 
 
 class LogQuery(msgspec.Struct, frozen=True):
@@ -60,27 +57,21 @@ def position_of(log_id: str, name: str) -> int:
 
 
 def page_sql(org_id: str, query: LogQuery) -> tuple[str, tuple]:
-    """The statement for one page (one row more than the page, to tell whether more follow)."""
-    where, params = ["org_id = ?"], [org_id]
-    for name, value in query.filters:
-        where.append(f"{name} = ?")
-        params.append(value)
-    if query.before is not None:
-        where.append("position < ?")
-        params.append(query.before)
-    return f"{SELECT} WHERE {' AND '.join(where)} ORDER BY position DESC LIMIT ?", (*params, query.limit + 1)
+    """The statement of a page's read (see `page`), for a look at its plan."""
+    return log_queries.log_page_sql(org_id, query.filters, query.before, query.limit + 1)
 
 
 async def page(services: Services, caller: Caller, query: LogQuery) -> dict:
     """One page of the caller's log, newest first, and the cursor of the next one."""
-    rows = await services.recorder.fetch(*page_sql(caller.org_id, query))
+    # One row more than the page, to tell whether more follow.
+    rows = await log_queries.log_page(services.recorder, caller.org_id, query.filters, query.before, query.limit + 1)
     more = len(rows) > query.limit
     entries = [entry(row) for row in rows[:query.limit]]
     return {"object": "list", "data": entries, "has_more": more,
             "next_cursor": entries[-1]["log_id"] if more else None}
 
 
-def entry(row: tuple) -> dict:
+def entry(row: LogRow) -> dict:
     """One request as the log shows it: what it cost, at which rate, and what the balance paid."""
     (request_id, position, at_us, route, model, provider, status, stream, key_id, prompt, completion,
      usd, inr, charged, rate, latency, error, _content_id) = row
@@ -106,13 +97,14 @@ def iso_time(at_us: int) -> str:
 
 async def detail(services: Services, caller: Caller, log_id: str) -> dict:
     """One request of the caller's, with its prompt and response text if they are kept."""
-    column, key = (("position", position_of(log_id, "id")) if log_id.startswith(LOG_ID_PREFIX)
-                   else ("request_id", log_id))
-    rows = await services.recorder.fetch(f"{SELECT} WHERE {column} = ? AND org_id = ?", (key, caller.org_id))
-    if not rows:  # the same answer for another org's request as for none at all
+    if log_id.startswith(LOG_ID_PREFIX):
+        row = await log_queries.log_entry(services.recorder, caller.org_id, position=position_of(log_id, "id"))
+    else:
+        row = await log_queries.log_entry(services.recorder, caller.org_id, request_id=log_id)
+    if row is None:  # the same answer for another org's request as for none at all
         raise ApiError(404, f"no request {log_id} in this organization's log", type="not_found")
-    content, state = await _content(services, rows[0][0], rows[0][-1])
-    return {**entry(rows[0]), "content": content, "content_state": state}
+    content, state = await _content(services, row.request_id, row.content_id)
+    return {**entry(row), "content": content, "content_state": state}
 
 
 async def _content(services: Services, request_id: str, content_id: str) -> tuple[dict | None, str]:
@@ -120,7 +112,7 @@ async def _content(services: Services, request_id: str, content_id: str) -> tupl
 
     Chat and audio keep one content row holding both; music keeps the prompt and the lyrics apart
     (and its request log row names the prompt's)."""
-    track = await _track_text_ids(services, request_id)
+    track = await log_queries.track_text_ids(services.recorder, request_id)
     ids = track if track is not None else (content_id,)
     if not any(ids):
         return None, "not_retained"
@@ -134,16 +126,8 @@ async def _content(services: Services, request_id: str, content_id: str) -> tupl
     return {"request": kept.get("request"), "response": kept.get("response")}, "kept"
 
 
-async def _track_text_ids(services: Services, request_id: str) -> tuple[str, str] | None:
-    """A music request's prompt and lyrics content ids; None for other requests."""
-    rows = await services.recorder.fetch(TRACK_TEXT, (request_id,))
-    return tuple(rows[0]) if rows else None
-
-
 async def _text(services: Services, content_id: str) -> tuple[bytes | None, bool]:
     """A content row's body (None once removed) and whether it was removed."""
-    rows = await services.recorder.fetch(CONTENT, (content_id,))
-    if not rows:
+    if (kept := await log_queries.text(services.recorder, content_id)) is None:
         return None, False
-    body, removed_at = rows[0]
-    return (bytes(body) if body is not None else None), removed_at is not None
+    return kept.body, kept.removed_at_us is not None

@@ -16,15 +16,14 @@ from gateway.edge import WholeNumber
 from gateway.errors import ApiError
 from gateway.jsonio import number
 from gateway.services import Caller, Services
+from ledger import queries
 from ledger.money import from_nano
+from ledger.queries import DailyUsage
 from ledger.projections import US_PER_DAY
 
 DEFAULT_DAYS = 30
 MAX_DAYS = 90
 DAYS = WholeNumber("days", 1, MAX_DAYS, DEFAULT_DAYS, "UTC days to cover, today included")
-ORG = "SELECT name, retention, credits_inr_nano, spent_inr_nano, held_inr_nano FROM orgs WHERE org_id = ?"
-USAGE = ("SELECT day, route, model, status, requests, prompt_tokens, completion_tokens, cost_usd_nano,"
-         " charged_inr_nano FROM usage_daily WHERE org_id = ? AND day >= ?")
 
 
 class Tally(msgspec.Struct):
@@ -37,7 +36,7 @@ class Tally(msgspec.Struct):
     cost_usd_nano: int = 0
     charged_inr_nano: int = 0
 
-    def add(self, row: tuple) -> None:
+    def add(self, row: DailyUsage) -> None:
         _day, _route, _model, status, requests, prompt, completion, usd, inr = row
         self.requests += requests
         self.errors += requests if is_error(status) else 0
@@ -73,13 +72,13 @@ def day_text(day: int) -> str:
 
 async def overview(services: Services, caller: Caller, days: int, now_us: int | None = None) -> dict:
     """The org's balance and the last `days` UTC days of use, today included."""
-    rows = await services.recorder.fetch(ORG, (caller.org_id,))
-    if not rows:
+    org = await queries.org(services.recorder, caller.org_id)
+    if org is None:
         raise ApiError(404, "the organization of this key no longer exists", type="not_found")
-    name, retention, credits, spent, held = rows[0]
+    _org_id, name, retention, credits, spent, held = org
     today = (now_us if now_us is not None else time.time_ns() // 1000) // US_PER_DAY
     first = today - days + 1
-    usage = await services.recorder.fetch(USAGE, (caller.org_id, first))
+    usage = await queries.daily_usage(services.recorder, caller.org_id, first)
     return {"object": "usage", "org_id": caller.org_id, "org_name": name, "retention": retention,
             "balance_inr": number(from_nano(credits - spent)), "credits_inr": number(from_nano(credits)),
             "spent_inr": number(from_nano(spent)), "held_inr": number(from_nano(held)),
@@ -88,7 +87,7 @@ async def overview(services: Services, caller: Caller, days: int, now_us: int | 
             **summary(usage, range(first, today + 1))}
 
 
-def summary(rows: list[tuple], days: Iterable[int]) -> dict:
+def summary(rows: list[DailyUsage], days: Iterable[int]) -> dict:
     """Totals, a zero-filled series per day, the models by spend, and what the log's filters offer."""
     total, by_day, by_model = Tally(), defaultdict(Tally), defaultdict(Tally)
     for row in rows:

@@ -7,7 +7,7 @@ exactly the stored projection tables. `replay` rebuilds the stored projections i
 
 from collections.abc import AsyncIterator, Callable
 
-from ledger import projections
+from ledger import projections, queries
 from ledger.recorder import GENESIS_HASH, CorruptEvent, Recorded, Recorder, chain_hash
 
 Progress = Callable[[int, int], None]
@@ -78,7 +78,7 @@ async def _verify_projections(recorder: Recorder) -> list[str]:
         problems = []
         for table in projections.TABLES:
             query = projections.select_all(table)
-            stored, replayed = await recorder.fetch(query), await scratch.fetch(query)
+            stored, replayed = await recorder._fetch(query), await scratch._fetch(query)
             if difference := projections.first_difference(table, stored, replayed):
                 problems.append(difference)
         return problems
@@ -94,7 +94,7 @@ async def replay(recorder: Recorder, progress: Progress | None = None) -> int:
         # Find the end only once `rebuild` consumes this, under its write lock: an append
         # committed before then would otherwise have its projection emptied and not replayed.
         nonlocal last
-        last = (await recorder.fetch("SELECT COALESCE(MAX(position), 0) FROM events"))[0][0]
+        last = await queries.last_position(recorder)
         async for batch in batches(recorder, upto=last, progress=progress):
             yield batch
 

@@ -19,76 +19,32 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 import msgspec
 
-from ledger import projections
+from ledger import projections, schema
 from ledger.events import decode_event
 from ledger.pg_writes import Run, SetWriter, numbered
 from ledger.recorder import (
     CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, CorruptEvent, Outcome, Recorded, Recorder,
     accepted, held_by, isolating_rejections, out_of_date, plan,
 )
-from ledger.timeouts import CONNECT_TIMEOUT_S, MIGRATE_TIMEOUT_S, STATEMENT_TIMEOUT_S, unavailable_on
+from ledger.timeouts import (
+    CONNECT_TIMEOUT_S, MIGRATE_TIMEOUT_S, STATEMENT_TIMEOUT_S, reporting_outages, unavailable_on,
+)
 
 APPEND_LOCK = 7_381_446_205_117  # pg_advisory_xact_lock key: one writer of the log at a time
 # An append's first round trip: its transaction and the lock (see the module doc), no parameters.
 BEGIN_APPEND = f"BEGIN; SELECT pg_advisory_xact_lock({APPEND_LOCK})"
 SCHEMA_LOCK = APPEND_LOCK + 1  # concurrent CREATE ... IF NOT EXISTS can still collide
 
-BIG = "BIGINT NOT NULL"
-SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS events (
-    position BIGINT PRIMARY KEY, stream_id TEXT NOT NULL, version {BIG}, type TEXT NOT NULL,
-    recorded_at_us {BIG}, data BYTEA NOT NULL, hash BYTEA NOT NULL, UNIQUE (stream_id, version));
+# Tables and indexes are ledger.schema's; the trigger and the column upgrades are PostgreSQL's.
+SCHEMA = schema.create_tables(postgres=True) + """
 CREATE OR REPLACE FUNCTION ledger_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN RAISE EXCEPTION 'ledger events are immutable and permanent'; END $$;
 DROP TRIGGER IF EXISTS events_are_immutable ON events;
 CREATE TRIGGER events_are_immutable BEFORE UPDATE OR DELETE OR TRUNCATE ON events
     FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
-CREATE TABLE IF NOT EXISTS content (
-    content_id TEXT PRIMARY KEY, stream_id TEXT NOT NULL, sha256 TEXT NOT NULL, body BYTEA,
-    removed_at_us BIGINT, created_at_us BIGINT NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS secrets (
-    stream_id TEXT NOT NULL, name TEXT NOT NULL, sealed BYTEA NOT NULL, PRIMARY KEY (stream_id, name));
-CREATE TABLE IF NOT EXISTS orgs (
-    org_id TEXT PRIMARY KEY, name TEXT NOT NULL, retention TEXT NOT NULL, created_at_us {BIG},
-    credits_inr_nano {BIG}, spent_inr_nano {BIG}, held_inr_nano {BIG}, requests {BIG});
-CREATE TABLE IF NOT EXISTS api_keys (
-    key_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, key_hash TEXT NOT NULL UNIQUE, prefix TEXT NOT NULL,
-    name TEXT NOT NULL, admin {BIG}, created_at_us {BIG}, revoked_at_us BIGINT, last_used_at_us BIGINT);
 ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS last_used_at_us BIGINT;
-CREATE TABLE IF NOT EXISTS request_log (
-    request_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, position {BIG}, key_id TEXT NOT NULL,
-    created_at_us {BIG}, route TEXT NOT NULL, model TEXT NOT NULL, provider TEXT NOT NULL,
-    status {BIG}, stream {BIG}, prompt_tokens {BIG}, completion_tokens {BIG}, cost_usd_nano {BIG},
-    cost_inr_nano {BIG}, charged_inr_nano {BIG}, usd_to_inr TEXT NOT NULL, latency_ms {BIG},
-    error TEXT NOT NULL, content_id TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS music_tracks (
-    request_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, position {BIG}, created_at_us {BIG},
-    model TEXT NOT NULL, provider TEXT NOT NULL, storage TEXT NOT NULL, error {BIG},
-    object_key TEXT NOT NULL, size {BIG}, etag TEXT NOT NULL, mime_type TEXT NOT NULL,
-    prompt_content_id TEXT NOT NULL, text_content_id TEXT NOT NULL, expired_at_us BIGINT);
-CREATE TABLE IF NOT EXISTS idempotency_keys (
-    org_id TEXT NOT NULL, idempotency_key TEXT NOT NULL, request_hash TEXT NOT NULL,
-    request_id TEXT NOT NULL, created_at_us {BIG}, running_until_us BIGINT NOT NULL DEFAULT 0,
-    PRIMARY KEY (org_id, idempotency_key));
 ALTER TABLE idempotency_keys ADD COLUMN IF NOT EXISTS running_until_us BIGINT NOT NULL DEFAULT 0;
-CREATE TABLE IF NOT EXISTS media_expired (
-    request_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, position {BIG}, object_key TEXT NOT NULL,
-    expired_at_us {BIG});
-CREATE TABLE IF NOT EXISTS provider_keys (
-    org_id TEXT NOT NULL, provider TEXT NOT NULL, fingerprint TEXT NOT NULL, set_at_us {BIG},
-    PRIMARY KEY (org_id, provider));
-CREATE TABLE IF NOT EXISTS key_limits (
-    key_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, requests_per_minute {BIG}, tokens_per_minute {BIG});
-CREATE TABLE IF NOT EXISTS usage_daily (
-    org_id TEXT NOT NULL, day {BIG}, route TEXT NOT NULL, model TEXT NOT NULL, status {BIG},
-    requests {BIG}, prompt_tokens {BIG}, completion_tokens {BIG}, cost_usd_nano {BIG},
-    charged_inr_nano {BIG}, PRIMARY KEY (org_id, day, route, model, status));
-CREATE INDEX IF NOT EXISTS request_log_by_org ON request_log (org_id, position);
-CREATE INDEX IF NOT EXISTS music_tracks_by_org ON music_tracks (org_id, position);
-CREATE INDEX IF NOT EXISTS music_tracks_hosted ON music_tracks (created_at_us)
-    WHERE storage = 's3' AND error = 0 AND expired_at_us IS NULL;
-CREATE INDEX IF NOT EXISTS content_kept ON content (created_at_us) WHERE body IS NOT NULL;
-""" + projections.REQUEST_LOG_FILTERS
+""" + schema.create_indexes(partial=False) + schema.create_indexes(partial=True)
 SELECT_EVENTS = "SELECT position, stream_id, version, recorded_at_us, type, data, hash FROM events"
 # Everything plan() needs, read in one round trip once the lock is held (a statement of its own, so
 # its snapshot is taken after the lock): each stream's head (one index probe per stream, however
@@ -110,6 +66,10 @@ OUTAGES = (OSError, TimeoutError, asyncpg.PostgresConnectionError, asyncpg.Opera
            asyncpg.InsufficientResourcesError)
 
 
+# Every error of the driver; what is not an outage surfaces as ledger.recorder.DatabaseError.
+DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError)
+
+
 def dsn_and_schema(url: str) -> tuple[str, str]:
     """The connection URL without our `schema` query parameter, and that schema ("public")."""
     parts = urlsplit(url)
@@ -124,6 +84,9 @@ def is_outage(exc: BaseException) -> bool:
     # A bare InterfaceError is about the connection ("connection is closed", "pool is closing");
     # its subclasses are the caller's own mistakes (an argument that does not encode).
     return isinstance(exc, OUTAGES) or type(exc) is asyncpg.InterfaceError
+
+
+translating = reporting_outages(is_outage, DRIVER_ERRORS)
 
 
 def _recorded(row: asyncpg.Record) -> Recorded:
@@ -198,6 +161,7 @@ class PostgresRecorder(Recorder):
                         db.terminate()  # broken or silent: close it now rather than wait to reset it
                     raise
 
+    @translating
     async def append(self, units: Sequence[Append]) -> list[Outcome]:
         return await isolating_rejections(units, self._append_in_transaction, REJECTIONS)
 
@@ -227,26 +191,31 @@ class PostgresRecorder(Recorder):
         async with self._connection() as db:
             yield db
 
+    @translating
     async def read(self, after: int = 0, limit: int = 1000) -> list[Recorded]:
         async with self._reader() as db:
             rows = await db.fetch(f"{SELECT_EVENTS} WHERE position > $1 ORDER BY position LIMIT $2", after, limit)
         return [_recorded(row) for row in rows]
 
+    @translating
     async def read_stream(self, stream_id: str) -> list[Recorded]:
         async with self._reader() as db:
             rows = await db.fetch(f"{SELECT_EVENTS} WHERE stream_id = $1 ORDER BY version", stream_id)
         return [_recorded(row) for row in rows]
 
-    async def fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
+    @translating
+    async def _fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
         async with self._reader() as db:
             rows = await db.fetch(numbered(sql), *params)  # converted once per statement
         return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in rows]
 
+    @translating
     async def remove_text(self, before_us: int, now_us: int, limit: int = 1000) -> int:
         async with self._connection() as db:
             status = await db.execute(REMOVE_TEXT, now_us, before_us, limit)
         return int(status.rpartition(" ")[2])
 
+    @translating
     async def rebuild(self, batches: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
         async with self._connection() as db, db.transaction():
             await db.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)  # no append meanwhile

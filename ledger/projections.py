@@ -41,12 +41,6 @@ TABLES: dict[str, str] = {
     "usage_daily": "org_id, day, route, model, status",
 }
 
-# The request log's filters (route, model, status) each read one index in position order, so a
-# page of a filtered log costs the same at any depth and any size of history.
-REQUEST_LOG_FILTERS = "".join(
-    f"CREATE INDEX IF NOT EXISTS request_log_by_{column} ON request_log (org_id, {column}, position);\n"
-    for column in ("route", "model", "status"))
-
 # What an org may still reserve: the credit not yet spent nor held.
 AVAILABLE = "credits_inr_nano - spent_inr_nano - held_inr_nano"
 

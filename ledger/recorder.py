@@ -30,7 +30,17 @@ SCHEMA_VERSIONS = "CREATE TABLE IF NOT EXISTS ledger_schema (version INTEGER NOT
 CURRENT_VERSION = "SELECT COALESCE(MAX(version), 0) FROM ledger_schema"
 
 
-class SchemaOutOfDate(Exception):
+class LedgerError(Exception):
+    """Base of what the ledger raises. Backends translate their driver's exceptions into these
+    types, so no caller ever catches a `sqlite3` or `asyncpg` error."""
+
+
+class DatabaseError(LedgerError):
+    """The database refused a statement for another reason than an outage: a bug, or a store
+    altered outside the ledger."""
+
+
+class SchemaOutOfDate(LedgerError):
     """The store's schema is older than this code needs and opening it was not to migrate it."""
 
 
@@ -39,23 +49,23 @@ def out_of_date(found: int) -> SchemaOutOfDate:
                            f" {SCHEMA_VERSION}: run `gateway ledger migrate`")
 
 
-class CorruptEvent(Exception):
+class CorruptEvent(LedgerError):
     """A stored event that no longer decodes: the log was altered outside the ledger."""
 
 
-class ConcurrencyError(Exception):
+class ConcurrencyError(LedgerError):
     """The stream was not at the version the append expected."""
 
 
-class InsufficientCredit(Exception):
+class InsufficientCredit(LedgerError):
     """A hold the organization's available balance cannot cover."""
 
 
-class AppendRejected(Exception):
+class AppendRejected(LedgerError):
     """The unit broke a database constraint (for example a request id recorded twice)."""
 
 
-class LedgerUnavailable(Exception):
+class LedgerUnavailable(LedgerError):
     """The database could not be reached, or did not answer in time. Backends translate their
     driver's connection and timeout errors into this one; what was being written was not."""
 
@@ -218,8 +228,9 @@ class Recorder(abc.ABC):
         """All events of one stream, in version order."""
 
     @abc.abstractmethod
-    async def fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
-        """Run a read-only query (qmark placeholders) against projections or content."""
+    async def _fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
+        """Run a read-only query (qmark placeholders) against projections or content. Private
+        to the ledger: everyone else reads through ledger.queries and ledger.log_queries."""
 
     @abc.abstractmethod
     async def remove_text(self, before_us: int, now_us: int, limit: int = 1000) -> int:
@@ -238,7 +249,7 @@ class Recorder(abc.ABC):
 
     @abc.abstractmethod
     def snapshot(self) -> "AbstractAsyncContextManager[None]":
-        """While entered, `read`, `read_stream` and `fetch` all see one consistent state."""
+        """While entered, `read`, `read_stream` and `_fetch` all see one consistent state."""
 
     @abc.abstractmethod
     def scratch(self) -> "Recorder":

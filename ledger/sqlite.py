@@ -18,7 +18,7 @@ from pathlib import Path
 import aiosqlite
 import msgspec
 
-from ledger import projections, sqlite_writes
+from ledger import projections, schema, sqlite_writes
 from ledger.events import decode_event
 from ledger.recorder import (
     CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, CorruptEvent, Outcome, Recorded, Recorder,
@@ -27,82 +27,15 @@ from ledger.recorder import (
 from ledger.timeouts import MIGRATE_TIMEOUT_S, STATEMENT_TIMEOUT_S, reporting_outages, unavailable_on
 from ledger import write_lock
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS events (
-    position INTEGER PRIMARY KEY,
-    stream_id TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    recorded_at_us INTEGER NOT NULL,
-    data BLOB NOT NULL,
-    hash BLOB NOT NULL,
-    UNIQUE (stream_id, version)
-);
+# The triggers are SQLite's own; tables and indexes are ledger.schema's. The partial indexes
+# come after the upgrade (ledger.schema.create_indexes), which adds the columns they cover.
+SCHEMA = schema.create_tables(postgres=False) + """
 CREATE TRIGGER IF NOT EXISTS events_are_immutable BEFORE UPDATE ON events
 BEGIN SELECT RAISE(ABORT, 'ledger events are immutable'); END;
 CREATE TRIGGER IF NOT EXISTS events_are_permanent BEFORE DELETE ON events
 BEGIN SELECT RAISE(ABORT, 'ledger events cannot be deleted'); END;
-CREATE TABLE IF NOT EXISTS content (
-    content_id TEXT PRIMARY KEY,
-    stream_id TEXT NOT NULL,
-    sha256 TEXT NOT NULL,
-    body BLOB,
-    removed_at_us INTEGER,
-    created_at_us INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS secrets (
-    stream_id TEXT NOT NULL,
-    name TEXT NOT NULL,
-    sealed BLOB NOT NULL,
-    PRIMARY KEY (stream_id, name)
-);
-""" + "\n".join(f"CREATE TABLE IF NOT EXISTS {name} ({columns});" for name, columns in {
-    "orgs": "org_id TEXT PRIMARY KEY, name TEXT NOT NULL, retention TEXT NOT NULL,"
-            " created_at_us INTEGER NOT NULL, credits_inr_nano INTEGER NOT NULL,"
-            " spent_inr_nano INTEGER NOT NULL, held_inr_nano INTEGER NOT NULL,"
-            " requests INTEGER NOT NULL",
-    "api_keys": "key_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, key_hash TEXT NOT NULL UNIQUE,"
-                " prefix TEXT NOT NULL, name TEXT NOT NULL, admin INTEGER NOT NULL,"
-                " created_at_us INTEGER NOT NULL, revoked_at_us INTEGER, last_used_at_us INTEGER",
-    "request_log": "request_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, position INTEGER NOT NULL,"
-                   " key_id TEXT NOT NULL, created_at_us INTEGER NOT NULL, route TEXT NOT NULL,"
-                   " model TEXT NOT NULL, provider TEXT NOT NULL, status INTEGER NOT NULL,"
-                   " stream INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL,"
-                   " completion_tokens INTEGER NOT NULL, cost_usd_nano INTEGER NOT NULL,"
-                   " cost_inr_nano INTEGER NOT NULL, charged_inr_nano INTEGER NOT NULL,"
-                   " usd_to_inr TEXT NOT NULL, latency_ms INTEGER NOT NULL, error TEXT NOT NULL,"
-                   " content_id TEXT NOT NULL",
-    "music_tracks": "request_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, position INTEGER NOT NULL,"
-                    " created_at_us INTEGER NOT NULL, model TEXT NOT NULL, provider TEXT NOT NULL,"
-                    " storage TEXT NOT NULL, error INTEGER NOT NULL, object_key TEXT NOT NULL,"
-                    " size INTEGER NOT NULL, etag TEXT NOT NULL, mime_type TEXT NOT NULL,"
-                    " prompt_content_id TEXT NOT NULL, text_content_id TEXT NOT NULL,"
-                    " expired_at_us INTEGER",
-    "idempotency_keys": "org_id TEXT NOT NULL, idempotency_key TEXT NOT NULL,"
-                        " request_hash TEXT NOT NULL, request_id TEXT NOT NULL,"
-                        " created_at_us INTEGER NOT NULL, running_until_us INTEGER NOT NULL DEFAULT 0,"
-                        " PRIMARY KEY (org_id, idempotency_key)",
-    "media_expired": "request_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, position INTEGER NOT NULL,"
-                     " object_key TEXT NOT NULL, expired_at_us INTEGER NOT NULL",
-    "provider_keys": "org_id TEXT NOT NULL, provider TEXT NOT NULL, fingerprint TEXT NOT NULL,"
-                     " set_at_us INTEGER NOT NULL, PRIMARY KEY (org_id, provider)",
-    "key_limits": "key_id TEXT PRIMARY KEY, org_id TEXT NOT NULL, requests_per_minute INTEGER NOT NULL,"
-                  " tokens_per_minute INTEGER NOT NULL",
-    "usage_daily": "org_id TEXT NOT NULL, day INTEGER NOT NULL, route TEXT NOT NULL, model TEXT NOT NULL,"
-                   " status INTEGER NOT NULL, requests INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL,"
-                   " completion_tokens INTEGER NOT NULL, cost_usd_nano INTEGER NOT NULL,"
-                   " charged_inr_nano INTEGER NOT NULL, PRIMARY KEY (org_id, day, route, model, status)",
-}.items()) + """
-CREATE INDEX IF NOT EXISTS request_log_by_org ON request_log (org_id, position);
-CREATE INDEX IF NOT EXISTS music_tracks_by_org ON music_tracks (org_id, position);
-""" + projections.REQUEST_LOG_FILTERS
-# Only what is still due sits in these partial indexes, so a sweep pass costs time in
-# proportion to what it has to do, not to the size of history.
-INDEXES = """
-CREATE INDEX IF NOT EXISTS music_tracks_hosted ON music_tracks (created_at_us)
-    WHERE storage = 's3' AND error = 0 AND expired_at_us IS NULL;
-CREATE INDEX IF NOT EXISTS content_kept ON content (created_at_us) WHERE body IS NOT NULL;
-"""
+""" + schema.create_indexes(partial=False)
+INDEXES = schema.create_indexes(partial=True)
 
 # Content written before it carried its time takes the time of the row that references it.
 BACKFILL_CONTENT_TIMES = (
@@ -123,10 +56,17 @@ OUTAGE_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQ
                           sqlite3.SQLITE_NOMEM})
 
 
+# Every error of the driver; what is not an outage surfaces as ledger.recorder.DatabaseError.
+DRIVER_ERRORS = (sqlite3.Error,)
+
+
 def is_outage(exc: BaseException) -> bool:
     if isinstance(exc, sqlite3.OperationalError):
         return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in OUTAGE_CODES  # extended -> primary code
     return isinstance(exc, (OSError, TimeoutError))
+
+
+translating = reporting_outages(is_outage, DRIVER_ERRORS)
 
 
 def path_of(url: str) -> str:
@@ -260,6 +200,7 @@ class SQLiteRecorder(Recorder):
             async with self._file_lock.held(self._timeout_s if timeout_s is None else timeout_s):
                 yield
 
+    @translating
     async def append(self, units: Sequence[Append]) -> list[Outcome]:
         # OverflowError: a value beyond SQLite's 64-bit INTEGER.
         return await isolating_rejections(units, self._locked_append, (sqlite3.IntegrityError, OverflowError))
@@ -281,29 +222,29 @@ class SQLiteRecorder(Recorder):
             await asyncio.wait([transaction])
             raise
 
-    @reporting_outages(is_outage)
+    @translating
     async def read(self, after: int = 0, limit: int = 1000) -> list[Recorded]:
         rows = await self._reader.execute_fetchall(
             f"{SELECT_EVENTS} WHERE position > ? ORDER BY position LIMIT ?", (after, limit))
         return [_row_to_recorded(row) for row in rows]
 
-    @reporting_outages(is_outage)
+    @translating
     async def read_stream(self, stream_id: str) -> list[Recorded]:
         rows = await self._reader.execute_fetchall(
             f"{SELECT_EVENTS} WHERE stream_id = ? ORDER BY version", (stream_id,))
         return [_row_to_recorded(row) for row in rows]
 
-    @reporting_outages(is_outage)
-    async def fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
+    @translating
+    async def _fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
         return list(await self._reader.execute_fetchall(sql, tuple(params)))
 
-    @reporting_outages(is_outage)
+    @translating
     async def remove_text(self, before_us: int, now_us: int, limit: int = 1000) -> int:
         async with self._exclusive():
             cursor = await self._writer.execute(REMOVE_TEXT, (now_us, before_us, limit))
             return cursor.rowcount
 
-    @reporting_outages(is_outage)
+    @translating
     async def rebuild(self, batches: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
         async with self._exclusive():
             db = self._writer

@@ -9,7 +9,7 @@ import contextlib
 import functools
 from collections.abc import Awaitable, Callable, Iterator
 
-from ledger.recorder import LedgerUnavailable
+from ledger.recorder import DatabaseError, LedgerUnavailable
 
 STATEMENT_TIMEOUT_S = 3.0  # one statement, a pooled connection, or SQLite's write lock
 CONNECT_TIMEOUT_S = 2.0  # establishing a new connection to a database server
@@ -19,22 +19,32 @@ MIGRATE_TIMEOUT_S = 600.0
 
 
 @contextlib.contextmanager
-def unavailable_on(is_outage: Callable[[BaseException], bool]) -> Iterator[None]:
-    """Raise what `is_outage` recognises, inside the block, as LedgerUnavailable."""
+def unavailable_on(is_outage: Callable[[BaseException], bool],
+                   driver_errors: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+    """Raise what `is_outage` recognises, inside the block, as LedgerUnavailable, and any other
+    of the driver's `driver_errors` as DatabaseError."""
     try:
         yield
-    except Exception as exc:  # re-raised as it is unless it is an outage: nothing is hidden
-        if not is_outage(exc):
-            raise
-        raise LedgerUnavailable(f"the ledger database is unavailable: {type(exc).__name__}: {exc}"[:500]) from exc
+    except Exception as exc:  # re-raised as it is unless it is the driver's: nothing is hidden
+        if is_outage(exc):
+            raise LedgerUnavailable(_text("the ledger database is unavailable", exc)) from exc
+        if isinstance(exc, driver_errors):
+            raise DatabaseError(_text("the ledger database refused a statement", exc)) from exc
+        raise
 
 
-def reporting_outages(is_outage: Callable[[BaseException], bool]):
-    """Decorate an async method so that the outages `is_outage` recognises raise LedgerUnavailable."""
+def _text(what: str, exc: BaseException) -> str:
+    return f"{what}: {type(exc).__name__}: {exc}"[:500]
+
+
+def reporting_outages(is_outage: Callable[[BaseException], bool],
+                      driver_errors: tuple[type[BaseException], ...] = ()):
+    """Decorate an async method so that the outages `is_outage` recognises raise LedgerUnavailable
+    (and the other `driver_errors`, DatabaseError)."""
     def decorate(method: Callable[..., Awaitable]) -> Callable[..., Awaitable]:
         @functools.wraps(method)
         async def translated(*args, **kwargs):
-            with unavailable_on(is_outage):
+            with unavailable_on(is_outage, driver_errors):
                 return await method(*args, **kwargs)
         return translated
     return decorate

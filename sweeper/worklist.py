@@ -7,26 +7,11 @@ not yet expired; text not yet removed), so a pass costs time in proportion to it
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
-import msgspec
-
+from ledger import queries
+from ledger.queries import DUE_MEDIA, DUE_TEXT, DueTrack  # noqa: F401 (the statements: their plans are tested)
 from ledger.recorder import Recorder
 
-# Keyset paging: a key whose delete failed stays due, so paging by offset or by "still due"
-# would either skip tracks or loop on the failed ones.
-DUE_MEDIA = (
-    "SELECT created_at_us, request_id, org_id, object_key FROM music_tracks"
-    " WHERE storage = 's3' AND error = 0 AND expired_at_us IS NULL AND created_at_us < ?"
-    " AND created_at_us >= ? AND (created_at_us > ? OR request_id > ?)"
-    " ORDER BY created_at_us, request_id LIMIT ?")
-DUE_TEXT = "SELECT COUNT(*) FROM content WHERE body IS NOT NULL AND created_at_us < ?"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-class DueTrack(msgspec.Struct, frozen=True):
-    created_at_us: int
-    request_id: str
-    org_id: str
-    object_key: str
 
 
 def cutoff_us(as_of: datetime, days: int) -> int:
@@ -37,13 +22,11 @@ def cutoff_us(as_of: datetime, days: int) -> int:
 async def due_media(recorder: Recorder, before_us: int, page: int = 1000) -> AsyncIterator[list[DueTrack]]:
     """Hosted tracks recorded before `before_us` and not yet expired, oldest first, in pages."""
     after = (-1, "")
-    while rows := await recorder.fetch(DUE_MEDIA, (before_us, after[0], after[0], after[1], page)):
-        tracks = [DueTrack(*row) for row in rows]
+    while tracks := await queries.due_media_page(recorder, before_us, after, page):
         yield tracks
         after = (tracks[-1].created_at_us, tracks[-1].request_id)
 
 
 async def due_text(recorder: Recorder, before_us: int) -> int:
     """How many content rows recorded before `before_us` still hold their text."""
-    [(count,)] = await recorder.fetch(DUE_TEXT, (before_us,))
-    return count
+    return await queries.due_text_count(recorder, before_us)

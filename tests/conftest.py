@@ -89,7 +89,7 @@ class Gateway:
 
     async def balance(self, org_id: str) -> Decimal:
         """The balance in the ledger's projection (what `gateway admin balance` reports)."""
-        (credits, spent), = await self.ledger.recorder.fetch(
+        (credits, spent), = await self.ledger.recorder._fetch(
             "SELECT credits_inr_nano, spent_inr_nano FROM orgs WHERE org_id = ?", (org_id,))
         return from_nano(credits - spent)
 

@@ -168,7 +168,7 @@ async def test_raw_key_never_reaches_the_database_file_only_its_digest(gateway, 
 
 
 async def test_key_table_holds_the_sha256_hex_of_the_key(gateway, org):
-    rows = await gateway.ledger.recorder.fetch(
+    rows = await gateway.ledger.recorder._fetch(
         "SELECT key_hash, prefix FROM api_keys WHERE key_id = ?", (org["key_id"],))
     assert rows == [(hashlib.sha256(org["api_key"].encode()).hexdigest(), org["api_key"][:10])]
 

@@ -299,5 +299,5 @@ async def test_every_log_page_is_an_index_range_read_in_position_order(make_gate
     gateway = await make_gateway(config)
 
     sql, params = page_sql("org_x", parse_query(query))
-    plan = " | ".join(row[-1] for row in await gateway.ledger.recorder.fetch(f"EXPLAIN QUERY PLAN {sql}", params))
+    plan = " | ".join(row[-1] for row in await gateway.ledger.recorder._fetch(f"EXPLAIN QUERY PLAN {sql}", params))
     assert "USING INDEX request_log_by_" in plan and "TEMP B-TREE" not in plan and "SCAN" not in plan, plan

@@ -112,7 +112,7 @@ async def test_a_claim_left_by_a_dead_replica_lapses_and_the_key_is_taken_over(g
     events = [r.event for r in await gateway.events()]
     takeover = events.index(IdempotencyKeyReleased(idempotency_key="k", request_id="req_dead"))
     assert events[takeover + 1].request_id == new_id  # claimed in the same unit
-    assert await gateway.ledger.recorder.fetch("SELECT request_id, running_until_us FROM idempotency_keys") == [
+    assert await gateway.ledger.recorder._fetch("SELECT request_id, running_until_us FROM idempotency_keys") == [
         (new_id, 0)]
 
 

@@ -45,7 +45,7 @@ async def ledger_state(url: str, org_id: str) -> tuple[list, int, int]:
     recorder = recorder_for(url)
     await recorder.open(migrate=False)
     try:
-        (credits, spent), = await recorder.fetch(
+        (credits, spent), = await recorder._fetch(
             "SELECT credits_inr_nano, spent_inr_nano FROM orgs WHERE org_id = ?", (org_id,))
         return await recorder.read(0, 100_000), credits, credits - spent
     finally:

@@ -94,7 +94,7 @@ async def test_postgres_cut_mid_load_answers_cleanly_and_loses_no_charge(
     recorded = await recorded_events(pg_schema)
     outcomes = assert_every_charge_accounted_for(answers, recorded)
     assert outcomes["charged"] > 10 and outcomes["refused"] + outcomes["cut short"] > 2, outcomes
-    (credits, spent), = await gateway.ledger.recorder.fetch(
+    (credits, spent), = await gateway.ledger.recorder._fetch(
         "SELECT credits_inr_nano, spent_inr_nano FROM orgs WHERE org_id = ?", (org["org_id"],))
     assert balance_matches_charges(recorded, org["org_id"], credits, credits - spent)
     direct = write_config(tmp_path, f'[ledger]\nurl = "{postgres_url(schema=pg_schema)}"\n', "direct.toml")

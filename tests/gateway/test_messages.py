@@ -248,7 +248,7 @@ async def test_text_is_retained_for_the_dashboard(gateway, org):
     body = {"model": "gpt-4o-mini", "max_tokens": 10, "system": "sys", "messages": ask("hi [sim:tokens=2]")}
     await gateway.client.post("/v1/messages", json=body, headers=auth(org["api_key"]))
     (event,) = await request_events(gateway)
-    (row,) = await gateway.ledger.recorder.fetch("SELECT body FROM content WHERE content_id = ?", (event.content_id,))
+    (row,) = await gateway.ledger.recorder._fetch("SELECT body FROM content WHERE content_id = ?", (event.content_id,))
     assert orjson.loads(row[0]) == {"request": [{"role": "system", "content": "sys"},
                                                 {"role": "user", "content": "hi [sim:tokens=2]"}],
                                     "response": [completion_text(2)]}

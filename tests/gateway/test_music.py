@@ -100,8 +100,8 @@ async def test_retention_none_persists_nothing(hosted, s3_config):
     org = await hosted.new_org("50", retention="none")
     body = await (await post_music(hosted, org["api_key"], clip("secret idea"))).json()
     assert body["audio"]["storage"] == "none" and "url" not in body["audio"]
-    assert await hosted.ledger.recorder.fetch("SELECT COUNT(*) FROM content") == [(0,)]
-    db = (await hosted.ledger.recorder.fetch("SELECT COUNT(*) FROM music_tracks WHERE object_key != ''"))
+    assert await hosted.ledger.recorder._fetch("SELECT COUNT(*) FROM content") == [(0,)]
+    db = (await hosted.ledger.recorder._fetch("SELECT COUNT(*) FROM music_tracks WHERE object_key != ''"))
     assert db == [(0,)]
     history = await (await hosted.client.get("/v1/music", headers=auth(org["api_key"]))).json()
     assert history["data"][0]["prompt"] == "" and history["data"][0]["audio"]["storage"] == "none"
@@ -312,7 +312,7 @@ async def test_upstream_outcomes_are_mapped_logged_and_not_charged(hosted, hoste
     assert charge.status == status and charge.charged_inr_nano == 0
     held = [r.event for r in await hosted.events() if isinstance(r.event, (CreditsHeld, HoldReleased))]
     assert [type(e) for e in held] == [CreditsHeld, HoldReleased]
-    assert (await hosted.ledger.recorder.fetch("SELECT held_inr_nano FROM orgs WHERE org_id = ?",
+    assert (await hosted.ledger.recorder._fetch("SELECT held_inr_nano FROM orgs WHERE org_id = ?",
                                                (hosted_org["org_id"],))) == [(0,)]
 
 

@@ -115,7 +115,7 @@ async def test_two_replicas_and_two_sweepers_lose_and_duplicate_nothing(scale_co
         for org in orgs:
             charged = sum(r.event.charged_inr_nano for r in events
                           if isinstance(r.event, RequestCompleted) and r.stream_id == org["org_id"])
-            [(credits, spent, held)] = await recorder.fetch(
+            [(credits, spent, held)] = await recorder._fetch(
                 "SELECT credits_inr_nano, spent_inr_nano, held_inr_nano FROM orgs WHERE org_id = ?", (org["org_id"],))
             assert (spent, held) == (charged, 0) and credits == 500 * 10**9
     finally:

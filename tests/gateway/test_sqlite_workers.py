@@ -53,7 +53,7 @@ async def test_two_sqlite_workers_and_admin_commands_lose_and_duplicate_nothing(
         assert outcomes["charged"] == len(answers) >= 40, outcomes  # no outage here: every answer is a 200
         assert sum(isinstance(r.event, CreditsAdded) for r in recorded) == 2 + 3
         for org in orgs:
-            [(credits, spent)] = await recorder.fetch(
+            [(credits, spent)] = await recorder._fetch(
                 "SELECT credits_inr_nano, spent_inr_nano FROM orgs WHERE org_id = ?", (org["org_id"],))
             assert balance_matches_charges(recorded, org["org_id"], credits, credits - spent)
     finally:

@@ -34,7 +34,7 @@ class ClaimsContract:
             unit("beta", claim("k", "r5"))])
         assert isinstance(later, AppendRejected) and isinstance(twice_in_call, AppendRejected)
         [[j]], [[beta]] = [same_call], [other_org]  # keys are the organization's own
-        assert await recorder.fetch(KEY_ROWS) == [
+        assert await recorder._fetch(KEY_ROWS) == [
             ("acme", "j", "h", "r3", j.recorded_at_us, j.recorded_at_us + LEASE_US),
             ("acme", "k", "h", "r1", first.recorded_at_us, first.recorded_at_us + LEASE_US),
             ("beta", "k", "h", "r5", beta.recorded_at_us, beta.recorded_at_us + LEASE_US)]
@@ -47,17 +47,17 @@ class ClaimsContract:
         taken, uncovered = await recorder.append([unit("acme", claim("k", "r2"), hold("h2", 10)),
                                                   unit("acme", claim("j", "r3"), hold("h3", 50))])
         assert isinstance(taken, AppendRejected) and isinstance(uncovered, InsufficientCredit)
-        assert await recorder.fetch("SELECT held_inr_nano FROM orgs") == [(60,)]
-        assert await recorder.fetch("SELECT request_id FROM idempotency_keys") == [("r1",)]
+        assert await recorder._fetch("SELECT held_inr_nano FROM orgs") == [(60,)]
+        assert await recorder._fetch("SELECT request_id FROM idempotency_keys") == [("r1",)]
 
     async def test_a_released_key_can_be_claimed_again_and_a_success_settles_it(self, recorder):
         await append_ok(recorder, unit("acme", org()))
         await append_ok(recorder, unit("acme", claim("k", "r1")))
         await append_ok(recorder, unit("acme", unclaim("k", "r1")))  # r1 failed, not charged
-        assert await recorder.fetch(KEY_ROWS) == []
+        assert await recorder._fetch(KEY_ROWS) == []
         await append_ok(recorder, unit("acme", claim("k", "r2", "h2")))
         [[settled]] = await append_ok(recorder, unit("acme", music("r2", idempotency_key="k", request_hash="h2")))
-        assert await recorder.fetch(KEY_ROWS) == [("acme", "k", "h2", "r2", settled.recorded_at_us, 0)]
+        assert await recorder._fetch(KEY_ROWS) == [("acme", "k", "h2", "r2", settled.recorded_at_us, 0)]
         [again] = await recorder.append([unit("acme", claim("k", "r3", "h2"))])
         assert isinstance(again, AppendRejected)  # a settled use holds its key for its 24 hours
         await replays_identically(recorder)
@@ -71,7 +71,7 @@ class ClaimsContract:
         # The lapsed request settling late, either way, does not touch the claim that replaced it.
         await append_ok(recorder, unit("acme", music("r1", idempotency_key="k", request_hash="h")),
                         unit("acme", unclaim("k", "r1")))
-        [(request_id, running_until_us)] = await recorder.fetch(
+        [(request_id, running_until_us)] = await recorder._fetch(
             "SELECT request_id, running_until_us FROM idempotency_keys")
         assert request_id == "r2" and running_until_us > 0
         await replays_identically(recorder)
@@ -79,7 +79,7 @@ class ClaimsContract:
     async def test_claims_and_releases_in_one_unit_replay_in_log_order(self, recorder):
         await append_ok(recorder, unit("acme", org(), claim("k", "r1"), unclaim("k", "r1"), claim("k", "r2"),
                                        music("r2", idempotency_key="k", request_hash="h"), claim("j", "r3")))
-        assert await recorder.fetch("SELECT idempotency_key, request_id, running_until_us > 0 FROM idempotency_keys"
+        assert await recorder._fetch("SELECT idempotency_key, request_id, running_until_us > 0 FROM idempotency_keys"
                                     " ORDER BY idempotency_key") == [("j", "r3", True), ("k", "r2", False)]
         await replays_identically(recorder)
 

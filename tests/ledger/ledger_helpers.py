@@ -87,7 +87,7 @@ def recorded_of(outcomes: Sequence) -> list[Recorded]:
 
 async def projection_tables(recorder: Recorder) -> dict[str, list[tuple]]:
     """Every projection table, every row, in a stable order."""
-    return {table: [tuple(row) for row in await recorder.fetch(projections.select_all(table))]
+    return {table: [tuple(row) for row in await recorder._fetch(projections.select_all(table))]
             for table in projections.TABLES}
 
 

@@ -23,6 +23,7 @@ from ledger.recorder import (
 )
 from ledger.writer import GroupCommitWriter
 from claims_contract import ClaimsContract
+from queries_contract import QueriesContract
 from ledger_helpers import (
     HELLO_POSITION, POPULATED, append_ok, content, credits, expired, hold, key, music, org, populate,
     projection_tables, recorded_of, release, request, retention, revoke, unit, upgraded_from,
@@ -39,7 +40,7 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-class RecorderContract(ClaimsContract, abc.ABC):
+class RecorderContract(ClaimsContract, QueriesContract, abc.ABC):
     """Shared tests; a subclass provides the backend through the abstract hooks below."""
 
     # -- what a backend's subclass provides -------------------------------------------------
@@ -145,7 +146,7 @@ class RecorderContract(ClaimsContract, abc.ABC):
         assert [(r.position, r.stream_id, r.version) for r in fresh] == [(3, "beta", 2)]
         assert [r.position for r in await recorder.read()] == [1, 2, 3]
         assert [r.version for r in await recorder.read_stream("acme")] == [1]
-        assert await recorder.fetch("SELECT org_id, credits_inr_nano FROM orgs ORDER BY org_id") == [
+        assert await recorder._fetch("SELECT org_id, credits_inr_nano FROM orgs ORDER BY org_id") == [
             ("acme", 0), ("beta", 7)]
 
     async def test_expected_version_of_a_stream_that_does_not_exist_conflicts(self, recorder):
@@ -173,9 +174,9 @@ class RecorderContract(ClaimsContract, abc.ABC):
         assert isinstance(rejected, AppendRejected)
         assert [(r.position, r.stream_id, r.version) for r in accepted] == [(3, "beta", 2)]
         assert [r.version for r in await recorder.read_stream("acme")] == [1]
-        assert await recorder.fetch("SELECT request_id FROM request_log") == [("r2",)]
-        assert await recorder.fetch("SELECT content_id FROM content") == [("c2",)]
-        assert await recorder.fetch("SELECT org_id, spent_inr_nano, requests FROM orgs ORDER BY org_id") == [
+        assert await recorder._fetch("SELECT request_id FROM request_log") == [("r2",)]
+        assert await recorder._fetch("SELECT content_id FROM content") == [("c2",)]
+        assert await recorder._fetch("SELECT org_id, spent_inr_nano, requests FROM orgs ORDER BY org_id") == [
             ("acme", 0, 0), ("beta", 7, 1)]
 
     async def test_request_id_recorded_by_an_earlier_call_is_rejected(self, recorder):
@@ -186,10 +187,10 @@ class RecorderContract(ClaimsContract, abc.ABC):
             unit("beta", credits(3))])
         assert isinstance(again, AppendRejected)
         assert [(r.position, r.stream_id) for r in other] == [(4, "beta")]
-        assert await recorder.fetch("SELECT request_id, position, charged_inr_nano FROM request_log") == [
+        assert await recorder._fetch("SELECT request_id, position, charged_inr_nano FROM request_log") == [
             ("r1", first.position, 5)]
-        assert await recorder.fetch("SELECT content_id FROM content") == []
-        assert await recorder.fetch("SELECT org_id, spent_inr_nano, requests FROM orgs ORDER BY org_id") == [
+        assert await recorder._fetch("SELECT content_id FROM content") == []
+        assert await recorder._fetch("SELECT org_id, spent_inr_nano, requests FROM orgs ORDER BY org_id") == [
             ("acme", 5, 1), ("beta", 0, 0)]
         assert [r.position for r in await recorder.read()] == [1, 2, 3, 4]
 
@@ -199,7 +200,7 @@ class RecorderContract(ClaimsContract, abc.ABC):
                                                unit("beta", request("r1", charged=6))])
         assert [(r.position, r.stream_id) for r in first] == [(3, "acme")]
         assert isinstance(second, AppendRejected)
-        assert await recorder.fetch("SELECT request_id, org_id FROM request_log") == [("r1", "acme")]
+        assert await recorder._fetch("SELECT request_id, org_id FROM request_log") == [("r1", "acme")]
 
     async def test_content_id_recorded_before_is_rejected(self, recorder):
         await append_ok(recorder, unit("acme", org(), request("r1", content_id="c1"),
@@ -207,8 +208,8 @@ class RecorderContract(ClaimsContract, abc.ABC):
         [outcome] = await recorder.append([unit("acme", request("r2", content_id="c1"),
                                                 contents=[content("c1", b"second")])])
         assert isinstance(outcome, AppendRejected)
-        assert await recorder.fetch("SELECT content_id, body FROM content") == [("c1", b"first")]
-        assert await recorder.fetch("SELECT request_id FROM request_log") == [("r1",)]
+        assert await recorder._fetch("SELECT content_id, body FROM content") == [("c1", b"first")]
+        assert await recorder._fetch("SELECT request_id FROM request_log") == [("r1",)]
 
     async def test_amount_beyond_64_bits_is_rejected_alone(self, recorder):
         await append_ok(recorder, unit("acme", org()), unit("beta", org("Beta")))
@@ -216,7 +217,7 @@ class RecorderContract(ClaimsContract, abc.ABC):
                                              unit("beta", credits(INT64_MAX))])
         assert isinstance(huge, AppendRejected)
         assert [(r.position, r.stream_id) for r in small] == [(3, "beta")]
-        assert await recorder.fetch("SELECT org_id, credits_inr_nano FROM orgs ORDER BY org_id") == [
+        assert await recorder._fetch("SELECT org_id, credits_inr_nano FROM orgs ORDER BY org_id") == [
             ("acme", 0), ("beta", INT64_MAX)]
 
     @pytest.mark.parametrize("bad", [
@@ -232,8 +233,8 @@ class RecorderContract(ClaimsContract, abc.ABC):
         assert isinstance(rejected, AppendRejected)
         assert [(r.position, r.stream_id) for r in accepted] == [(4, "beta")]
         assert [r.version for r in await recorder.read_stream("acme")] == [1, 2]
-        assert await recorder.fetch("SELECT count(*) FROM request_log") == [(0,)]
-        assert await recorder.fetch(
+        assert await recorder._fetch("SELECT count(*) FROM request_log") == [(0,)]
+        assert await recorder._fetch(
             "SELECT org_id, credits_inr_nano, spent_inr_nano, held_inr_nano FROM orgs ORDER BY org_id") == [
             ("acme", 100, 0, 0), ("beta", 3, 0, 0)]
         assert (await audit.verify(recorder))[1] == []
@@ -242,7 +243,7 @@ class RecorderContract(ClaimsContract, abc.ABC):
         await append_ok(recorder, unit("acme", org(), credits(1)))
         await append_ok(recorder, unit("acme", request("r0", charged=0, status=502), hold("h1", 1)))
         await append_ok(recorder, unit("acme", release("h1", 1), request("r1", charged=1)))
-        assert await recorder.fetch("SELECT spent_inr_nano, held_inr_nano FROM orgs") == [(1, 0)]
+        assert await recorder._fetch("SELECT spent_inr_nano, held_inr_nano FROM orgs") == [(1, 0)]
 
     # -- hash chain -----------------------------------------------------------------------------
 
@@ -270,27 +271,27 @@ class RecorderContract(ClaimsContract, abc.ABC):
         await append_ok(recorder, unit("acme", org(), request("r1", content_id="c1",
                                                               content_hash=hashlib.sha256(body).hexdigest()),
                                        contents=[content("c1", body)]))
-        assert await recorder.fetch("SELECT content_id, stream_id, sha256, body FROM content") == [
+        assert await recorder._fetch("SELECT content_id, stream_id, sha256, body FROM content") == [
             ("c1", "acme", hashlib.sha256(body).hexdigest(), body)]
 
     async def test_orgs_projection_sums_credits_spend_and_requests(self, recorder):
         [[created, *_]] = await append_ok(recorder, unit("acme", org("Acme", "none"), credits(1_000), credits(500)))
         await append_ok(recorder, unit("acme", retention("retain"), request("r1", charged=120),
                                        request("r2", charged=30, status=502, error="upstream")))
-        assert await recorder.fetch(
+        assert await recorder._fetch(
             "SELECT org_id, name, retention, created_at_us, credits_inr_nano, spent_inr_nano, requests"
             " FROM orgs") == [("acme", "Acme", "retain", created.recorded_at_us, 1_500, 150, 2)]
 
     async def test_projection_of_one_call_follows_event_order(self, recorder):
         await append_ok(recorder, unit("acme", org("Acme")), unit("acme", credits(5)),
                         unit("acme", retention("none"), retention("retain"), retention("none")))
-        assert await recorder.fetch("SELECT retention, credits_inr_nano FROM orgs") == [("none", 5)]
+        assert await recorder._fetch("SELECT retention, credits_inr_nano FROM orgs") == [("none", 5)]
 
     async def test_api_keys_projection_records_creation_and_first_revocation(self, recorder):
         [[_, k1, k2]] = await append_ok(recorder, unit("acme", org(), key("k1", name="ci"), key("k2", admin=True)))
         [[revoked]] = await append_ok(recorder, unit("acme", revoke("k1")))
         await append_ok(recorder, unit("acme", revoke("k1")))
-        assert await recorder.fetch(
+        assert await recorder._fetch(
             "SELECT key_id, org_id, key_hash, prefix, name, admin, created_at_us, revoked_at_us"
             " FROM api_keys ORDER BY key_id") == [
             ("k1", "acme", sha256_hex("k1"), "k1", "ci", 0, k1.recorded_at_us, revoked.recorded_at_us),
@@ -299,7 +300,7 @@ class RecorderContract(ClaimsContract, abc.ABC):
     async def test_a_revocation_in_another_orgs_stream_does_not_revoke_the_key(self, recorder):
         await append_ok(recorder, unit("acme", org(), key("k1")), unit("evil", org("Evil")))
         await append_ok(recorder, unit("evil", revoke("k1")))
-        assert await recorder.fetch("SELECT revoked_at_us FROM api_keys WHERE key_id = 'k1'") == [(None,)]
+        assert await recorder._fetch("SELECT revoked_at_us FROM api_keys WHERE key_id = 'k1'") == [(None,)]
         assert (await audit.verify(recorder))[1] == []  # and a replay agrees
 
     async def test_request_log_row_carries_every_field_of_the_event(self, recorder):
@@ -309,7 +310,7 @@ class RecorderContract(ClaimsContract, abc.ABC):
             cost_usd_nano=33, cost_inr_nano=2_805, charged_inr_nano=2_806, usd_to_inr="85.00",
             latency_ms=44, error="", content_id="c1", content_hash="ignored")
         [[_, done]] = await append_ok(recorder, unit("acme", org(), event))
-        assert await recorder.fetch(
+        assert await recorder._fetch(
             "SELECT request_id, org_id, position, key_id, created_at_us, route, model, provider, status,"
             " stream, prompt_tokens, completion_tokens, cost_usd_nano, cost_inr_nano, charged_inr_nano,"
             " usd_to_inr, latency_ms, error, content_id FROM request_log") == [
@@ -320,9 +321,9 @@ class RecorderContract(ClaimsContract, abc.ABC):
 
     async def test_fetch_runs_a_query_with_qmark_parameters(self, recorder):
         await append_ok(recorder, unit("acme", org("Acme")), unit("beta", org("Beta")))
-        assert await recorder.fetch("SELECT name FROM orgs WHERE org_id = ?", ["beta"]) == [("Beta",)]
-        assert await recorder.fetch("SELECT COUNT(*) FROM orgs") == [(2,)]
-        assert await recorder.fetch("SELECT name FROM orgs WHERE org_id = ?", ("nobody",)) == []
+        assert await recorder._fetch("SELECT name FROM orgs WHERE org_id = ?", ["beta"]) == [("Beta",)]
+        assert await recorder._fetch("SELECT COUNT(*) FROM orgs") == [(2,)]
+        assert await recorder._fetch("SELECT name FROM orgs WHERE org_id = ?", ("nobody",)) == []
 
     async def test_snapshot_keeps_one_state_while_an_append_commits(self, recorder):
         await append_ok(recorder, unit("acme", org(), credits(5)))
@@ -331,9 +332,9 @@ class RecorderContract(ClaimsContract, abc.ABC):
             await append_ok(recorder, unit("acme", credits(7)))
             assert [r.position for r in await recorder.read()] == [1, 2]
             assert [r.version for r in await recorder.read_stream("acme")] == [1, 2]
-            assert await recorder.fetch("SELECT credits_inr_nano FROM orgs") == [(5,)]
+            assert await recorder._fetch("SELECT credits_inr_nano FROM orgs") == [(5,)]
         assert [r.position for r in await recorder.read()] == [1, 2, 3]
-        assert await recorder.fetch("SELECT credits_inr_nano FROM orgs") == [(12,)]
+        assert await recorder._fetch("SELECT credits_inr_nano FROM orgs") == [(12,)]
 
     async def test_snapshots_entered_concurrently_both_complete(self, recorder):
         await append_ok(recorder, unit("acme", org()))
@@ -388,7 +389,7 @@ class RecorderContract(ClaimsContract, abc.ABC):
             audit.replay(recorder), recorder.append([unit("beta", credits(7))]))
         assert replayed in (POPULATED, POPULATED + 1)
         assert added.position == POPULATED + 1
-        assert await recorder.fetch("SELECT credits_inr_nano FROM orgs WHERE org_id = ?", ["beta"]) == [(12,)]
+        assert await recorder._fetch("SELECT credits_inr_nano FROM orgs WHERE org_id = ?", ["beta"]) == [(12,)]
         assert await audit.verify(recorder) == (POPULATED + 1, [])
 
     async def test_events_refuse_update_and_delete_then_verify_finds_a_one_byte_change(self, recorder, tmp_path):
@@ -443,7 +444,7 @@ class RecorderContract(ClaimsContract, abc.ABC):
             stream = await recorder.read_stream(o)
             assert [r.version for r in stream] == list(range(1, 102))
             assert [r.event.request_id for r in stream[1:]] == [f"r{i}" for i in range(n, 500, 5)]
-        assert await recorder.fetch("SELECT org_id, spent_inr_nano, requests FROM orgs ORDER BY org_id") == [
+        assert await recorder._fetch("SELECT org_id, spent_inr_nano, requests FROM orgs ORDER BY org_id") == [
             (o, sum(range(n, 500, 5)), 100) for n, o in enumerate(orgs)]
         assert await audit.verify(recorder) == (505, [])
 
@@ -490,7 +491,7 @@ class RecorderContract(ClaimsContract, abc.ABC):
             unit("acme", hold("h1", 60)), unit("acme", hold("h2", 60)), unit("acme", credits(1))])
         assert isinstance(outcomes[1], InsufficientCredit)
         assert not isinstance(outcomes[0], Exception) and not isinstance(outcomes[2], Exception)
-        assert await recorder.fetch("SELECT held_inr_nano, credits_inr_nano FROM orgs") == [(60, 101)]
+        assert await recorder._fetch("SELECT held_inr_nano, credits_inr_nano FROM orgs") == [(60, 101)]
 
     async def test_credit_added_in_the_same_call_does_not_yet_cover_a_hold(self, recorder):
         # Availability is read once per transaction, before it: conservative, never overspends.
@@ -501,7 +502,7 @@ class RecorderContract(ClaimsContract, abc.ABC):
         await append_ok(recorder, unit("acme", org(), credits(100)))
         await append_ok(recorder, unit("acme", hold("h1", 40)))
         await append_ok(recorder, unit("acme", release("h1", 40), request("r1", charged=40)))
-        assert await recorder.fetch("SELECT held_inr_nano, spent_inr_nano FROM orgs") == [(0, 40)]
+        assert await recorder._fetch("SELECT held_inr_nano, spent_inr_nano FROM orgs") == [(0, 40)]
         outcomes = await recorder.append([unit("acme", hold("h2", 61))])
         assert isinstance(outcomes[0], InsufficientCredit)
 
@@ -519,10 +520,10 @@ class RecorderContract(ClaimsContract, abc.ABC):
         await append_ok(recorder, unit("acme", org()))
         [[track]] = await append_ok(recorder, unit("acme", music("r1", idempotency_key="k", request_hash="h1")))
         await append_ok(recorder, unit("acme", music("r2", idempotency_key="k", request_hash="h2")))
-        assert await recorder.fetch("SELECT request_id, org_id, storage, object_key, size, expired_at_us"
+        assert await recorder._fetch("SELECT request_id, org_id, storage, object_key, size, expired_at_us"
                                     " FROM music_tracks ORDER BY position") == [
             ("r1", "acme", "s3", "acme/r1.mp3", 3, None), ("r2", "acme", "s3", "acme/r2.mp3", 3, None)]
-        assert await recorder.fetch("SELECT request_hash, request_id FROM idempotency_keys") == [("h2", "r2")]
+        assert await recorder._fetch("SELECT request_hash, request_id FROM idempotency_keys") == [("h2", "r2")]
         assert (await audit.verify(recorder))[1] == []
 
     async def test_media_expired_marks_its_track_once_and_a_second_mark_is_rejected(self, recorder):
@@ -530,7 +531,7 @@ class RecorderContract(ClaimsContract, abc.ABC):
         [[mark]] = await append_ok(recorder, unit("acme", expired("r1")))
         again = await recorder.append([unit("acme", expired("r1")), unit("acme", expired("r2"))])
         assert isinstance(again[0], AppendRejected) and not isinstance(again[1], Exception)
-        assert await recorder.fetch("SELECT request_id, expired_at_us FROM music_tracks ORDER BY request_id") == [
+        assert await recorder._fetch("SELECT request_id, expired_at_us FROM music_tracks ORDER BY request_id") == [
             ("r1", mark.recorded_at_us), ("r2", again[1][0].recorded_at_us)]
         assert len([r for r in await recorder.read() if r.kind == "media_expired"]) == 2
         assert (await audit.verify(recorder))[1] == []
@@ -540,18 +541,18 @@ class RecorderContract(ClaimsContract, abc.ABC):
         before = await projection_tables(recorder)
         await audit.replay(recorder)
         assert await projection_tables(recorder) == before
-        assert (await recorder.fetch("SELECT expired_at_us FROM music_tracks"))[0][0] is not None
+        assert (await recorder._fetch("SELECT expired_at_us FROM music_tracks"))[0][0] is not None
 
     async def test_remove_text_purges_old_bodies_oldest_first_and_chains_still_verify(self, recorder):
         await append_ok(recorder, unit("acme", org()))
         for n in range(3):
             await append_ok(recorder, unit("acme", request(f"r{n}", content_id=f"c{n}"),
                                            contents=[content(f"c{n}", b"text %d" % n)]))
-        times = dict(await recorder.fetch("SELECT content_id, created_at_us FROM content"))
+        times = dict(await recorder._fetch("SELECT content_id, created_at_us FROM content"))
         assert await recorder.remove_text(times["c2"], now_us(), limit=1) == 1
         assert await recorder.remove_text(times["c2"], now_us()) == 1
         assert await recorder.remove_text(times["c2"], now_us()) == 0
-        rows = await recorder.fetch("SELECT content_id, body, removed_at_us IS NOT NULL FROM content"
+        rows = await recorder._fetch("SELECT content_id, body, removed_at_us IS NOT NULL FROM content"
                                     " ORDER BY content_id")
         assert rows == [("c0", None, 1), ("c1", None, 1), ("c2", b"text 2", 0)]
         assert (await audit.verify(recorder))[1] == []
@@ -563,16 +564,16 @@ class RecorderContract(ClaimsContract, abc.ABC):
         await append_ok(recorder, unit("acme", org()))
         await append_ok(recorder, set_key("fp1", b"sealed-1"))
         await append_ok(recorder, set_key("fp2", b"sealed-2"))  # a new key replaces the old one
-        assert await recorder.fetch("SELECT org_id, provider, fingerprint FROM provider_keys") == [
+        assert await recorder._fetch("SELECT org_id, provider, fingerprint FROM provider_keys") == [
             ("acme", "openai", "fp2")]
-        assert await recorder.fetch("SELECT stream_id, name, sealed FROM secrets") == [
+        assert await recorder._fetch("SELECT stream_id, name, sealed FROM secrets") == [
             ("acme", "openai", b"sealed-2")]
         assert all(b"sealed" not in r.data for r in await recorder.read())  # never in an event
 
         await append_ok(recorder, Append("acme", [ProviderKeyRemoved(provider="openai")],
                                          secrets=[Secret("openai", None)]))
-        assert await recorder.fetch("SELECT * FROM provider_keys") == []
-        assert await recorder.fetch("SELECT * FROM secrets") == []
+        assert await recorder._fetch("SELECT * FROM provider_keys") == []
+        assert await recorder._fetch("SELECT * FROM secrets") == []
         assert (await audit.verify(recorder))[1] == []
 
     async def test_a_rejected_unit_leaves_its_secret_unwritten(self, recorder):
@@ -581,7 +582,7 @@ class RecorderContract(ClaimsContract, abc.ABC):
             "acme", [ProviderKeySet(provider="openai", fingerprint="fp")], expected_version=99,
             secrets=[Secret("openai", b"sealed")])])
         assert isinstance(outcome, ConcurrencyError)
-        assert await recorder.fetch("SELECT * FROM secrets") == []
+        assert await recorder._fetch("SELECT * FROM secrets") == []
 
     async def test_a_store_without_the_schema_is_refused_unless_the_open_migrates(self, tmp_path):
         with pytest.raises(SchemaOutOfDate, match="gateway ledger migrate"):
@@ -593,7 +594,7 @@ class RecorderContract(ClaimsContract, abc.ABC):
         checked = self.make_recorder(tmp_path)
         await checked.open(migrate=False)
         try:
-            assert await checked.fetch("SELECT version FROM ledger_schema") == [(SCHEMA_VERSION,)]
+            assert await checked._fetch("SELECT version FROM ledger_schema") == [(SCHEMA_VERSION,)]
         finally:
             await checked.close()
 
@@ -601,7 +602,7 @@ class RecorderContract(ClaimsContract, abc.ABC):
         await append_ok(recorder, unit("acme", org(), key("k1"), KeyLimitsSet(key_id="k1", requests_per_minute=5)))
         await append_ok(recorder, unit("acme", KeyLimitsSet(key_id="k1", requests_per_minute=7, tokens_per_minute=90)))
         await append_ok(recorder, unit("evil", org(), KeyLimitsSet(key_id="k1", requests_per_minute=1)))
-        assert await recorder.fetch("SELECT key_id, org_id, requests_per_minute, tokens_per_minute FROM key_limits") == [
+        assert await recorder._fetch("SELECT key_id, org_id, requests_per_minute, tokens_per_minute FROM key_limits") == [
             ("k1", "acme", 7, 90)]
         assert (await audit.verify(recorder))[1] == []
 
@@ -612,13 +613,13 @@ class RecorderContract(ClaimsContract, abc.ABC):
                         unit("acme", request("r2", charged=50, prompt_tokens=1, cost_usd_nano=4)),
                         unit("acme", request("r3", status=502, error="upstream failed")),
                         unit("beta", request("r4", key_id="b1", charged=9)))
-        [(at,)] = await recorder.fetch("SELECT recorded_at_us FROM events WHERE position = 6")
+        [(at,)] = await recorder._fetch("SELECT recorded_at_us FROM events WHERE position = 6")
         day = at // projections.US_PER_DAY
-        assert await recorder.fetch("SELECT * FROM usage_daily ORDER BY org_id, status") == [
+        assert await recorder._fetch("SELECT * FROM usage_daily ORDER BY org_id, status") == [
             ("acme", day, "/v1/chat/completions", "gpt-test", 200, 2, 4, 2, 11, 150),
             ("acme", day, "/v1/chat/completions", "gpt-test", 502, 1, 0, 0, 0, 0),
             ("beta", day, "/v1/chat/completions", "gpt-test", 200, 1, 0, 0, 0, 9)]
-        assert await recorder.fetch("SELECT key_id, last_used_at_us FROM api_keys ORDER BY key_id") == [
+        assert await recorder._fetch("SELECT key_id, last_used_at_us FROM api_keys ORDER BY key_id") == [
             ("b1", at), ("k1", at), ("k2", None)]
         assert (await audit.verify(recorder))[1] == []
 

@@ -14,7 +14,7 @@ import pytest
 
 from ledger.follower import LogFollower
 from ledger.postgres import PostgresRecorder
-from ledger.recorder import AppendRejected, LedgerUnavailable
+from ledger.recorder import AppendRejected, DatabaseError, LedgerUnavailable
 from ledger.sqlite import SQLiteRecorder
 from ledger.writer import GroupCommitWriter
 from ledger_helpers import append_ok, credits, org, request, unit
@@ -57,7 +57,7 @@ async def test_every_operation_is_ledger_unavailable_in_bounded_time_then_recove
     await append_ok(proxied, unit("acme", org(), credits(10)))
     await pg_proxy.cut(how)
     await unavailable_within(proxied.append([unit("acme", request("r1"))]))
-    await unavailable_within(proxied.fetch("SELECT 1"))
+    await unavailable_within(proxied._fetch("SELECT 1"))
     await unavailable_within(proxied.read(0))
     await unavailable_within(proxied.read_stream("acme"))
     await pg_proxy.restore()
@@ -133,7 +133,7 @@ async def test_sqlite_write_lock_held_too_long_is_ledger_unavailable_then_recove
         other.execute("BEGIN IMMEDIATE")
         error = await unavailable_within(recorder.append([unit("acme", request("r1"))]), TIMEOUT_S + 1.5)
         assert "locked" in str(error)
-        assert await recorder.fetch("SELECT COUNT(*) FROM events") == [(1,)]  # WAL: reads go on
+        assert await recorder._fetch("SELECT COUNT(*) FROM events") == [(1,)]  # WAL: reads go on
         other.execute("ROLLBACK")
         other.close()
         await append_ok(recorder, unit("acme", request("r2")))
@@ -145,8 +145,9 @@ async def test_sqlite_statement_errors_are_not_outages(tmp_path):
     recorder = SQLiteRecorder(str(tmp_path / "ledger.db"), timeout_s=TIMEOUT_S)
     await recorder.open()
     try:
-        with pytest.raises(sqlite3.OperationalError, match="no such table"):
-            await recorder.fetch("SELECT * FROM no_such_table")
+        with pytest.raises(DatabaseError, match="no such table") as raised:  # the ledger's type, not sqlite3's
+            await recorder._fetch("SELECT * FROM no_such_table")
+        assert not isinstance(raised.value, LedgerUnavailable)
     finally:
         await recorder.close()
 

@@ -70,7 +70,7 @@ def mixed_units() -> list[Append]:
 
 
 async def tables(recorder: PostgresRecorder) -> dict[str, list[tuple]]:
-    return {table: await recorder.fetch(projections.select_all(table)) for table in projections.TABLES}
+    return {table: await recorder._fetch(projections.select_all(table)) for table in projections.TABLES}
 
 
 async def test_a_batch_written_as_sets_leaves_the_tables_of_its_units_appended_one_by_one():

@@ -85,7 +85,7 @@ async def test_two_recorders_on_one_file_appending_concurrently_keep_the_log_gap
         assert sorted(r.position for [r] in results) == list(range(4, 304))
         for o in orgs:
             assert [r.version for r in await second.read_stream(o)] == list(range(1, 102))
-        assert await first.fetch("SELECT org_id, spent_inr_nano, requests FROM orgs ORDER BY org_id") == [
+        assert await first._fetch("SELECT org_id, spent_inr_nano, requests FROM orgs ORDER BY org_id") == [
             (o, 100, 100) for o in orgs]
         assert await audit.verify(first) == (303, [])
         assert await audit.verify(second) == (303, [])
@@ -145,8 +145,8 @@ async def test_opening_a_ledger_whose_content_has_no_times_backfills_them(ledger
     upgraded = SQLiteRecorder(str(ledger_path))
     await upgraded.open()
     try:
-        [(logged,)] = await upgraded.fetch("SELECT created_at_us FROM request_log")
-        assert await upgraded.fetch("SELECT content_id, created_at_us FROM content") == [("c1", logged)]
+        [(logged,)] = await upgraded._fetch("SELECT created_at_us FROM request_log")
+        assert await upgraded._fetch("SELECT content_id, created_at_us FROM content") == [("c1", logged)]
         assert (await audit.verify(upgraded))[1] == []
     finally:
         await upgraded.close()
@@ -163,7 +163,7 @@ async def test_an_append_batch_is_one_call_on_the_database_thread(sqlite_recorde
     calls = [r for r in caplog.records if r.name == "aiosqlite" and r.getMessage().startswith("executing")]
     assert len(calls) == 1
     assert [r.position for rs in outcomes for r in rs] == list(range(3, 43))
-    assert await sqlite_recorder.fetch("SELECT held_inr_nano, requests FROM orgs") == [(200, 20)]
+    assert await sqlite_recorder._fetch("SELECT held_inr_nano, requests FROM orgs") == [(200, 20)]
 
 
 async def test_a_cancelled_append_keeps_the_write_lock_until_its_transaction_has_ended(sqlite_recorder, ledger_path):

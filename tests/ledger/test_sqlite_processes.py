@@ -77,7 +77,7 @@ async def test_processes_appending_to_one_file_at_once_lose_and_duplicate_nothin
     assert set(charged.values()) == {1} and set(charged) == {*acknowledged, *(f"local-{n}" for n in range(30))}
     for o in ("o0", "o1", "o2"):
         assert [r.version for r in await ledger.read_stream(o)] == list(range(1, 2 + 310 + 1))
-    assert await ledger.fetch("SELECT SUM(spent_inr_nano), SUM(requests) FROM orgs") == [(930 * 7, 930)]
+    assert await ledger._fetch("SELECT SUM(spent_inr_nano), SUM(requests) FROM orgs") == [(930 * 7, 930)]
     assert await audit.verify(ledger) == (len(events), [])
 
 
@@ -85,7 +85,7 @@ async def test_a_write_waits_for_the_process_holding_the_lock_and_goes_on_when_i
     waiting = asyncio.create_task(ledger.append([unit("o0", request("r1"))]))
     await asyncio.sleep(0.3)  # SQLite's own lock is free all along: only the write lock holds it back
     assert not waiting.done()
-    assert await ledger.fetch("SELECT COUNT(*) FROM events") == [(6,)]  # WAL: reads go on
+    assert await ledger._fetch("SELECT COUNT(*) FROM events") == [(6,)]  # WAL: reads go on
     holder.stdin.close()  # the holder lets go
     [recorded] = await asyncio.wait_for(waiting, TIMEOUT_S)
     assert recorded[0].event.request_id == "r1"

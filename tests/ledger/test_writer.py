@@ -126,7 +126,7 @@ async def test_a_rejected_unit_goes_to_its_caller_only(gated, writer):
     with pytest.raises(AppendRejected):
         await again
     assert [r.event for r in await other] == [request("r2", charged=7)]
-    assert await gated.fetch("SELECT request_id, org_id FROM request_log ORDER BY request_id") == [
+    assert await gated._fetch("SELECT request_id, org_id FROM request_log ORDER BY request_id") == [
         ("r1", "acme"), ("r2", "beta")]
 
 

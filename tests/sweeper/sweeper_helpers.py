@@ -38,7 +38,7 @@ async def expiry_events(recorder: Recorder) -> list[MediaExpired]:
 
 async def created_at(recorder: Recorder) -> datetime:
     """When the newest track was recorded, as an aware datetime."""
-    [(us,)] = await recorder.fetch("SELECT MAX(created_at_us) FROM music_tracks")
+    [(us,)] = await recorder._fetch("SELECT MAX(created_at_us) FROM music_tracks")
     return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)
 
 

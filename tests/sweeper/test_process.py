@@ -96,7 +96,7 @@ async def test_text_removal_keeps_media_and_media_removal_keeps_text(
     assert item["expired"] is False and item["audio"]["storage"] == "s3"
     download = await hosted.client.get(f"/v1/music/{track['id']}/content", headers=auth(key))
     assert download.status == 200 and await count_objects(s3_client, s3_bucket) == 1
-    stored = await hosted.ledger.recorder.fetch("SELECT COUNT(*) FROM content WHERE body IS NOT NULL")
+    stored = await hosted.ledger.recorder._fetch("SELECT COUNT(*) FROM content WHERE body IS NOT NULL")
     assert stored == [(0,)]
     assert (await audit.verify(hosted.ledger.recorder))[1] == []
 

@@ -22,7 +22,7 @@ def deny_deletes(bucket: str, prefix: str) -> str:
 
 
 async def expired_ids(recorder) -> list[str]:
-    rows = await recorder.fetch("SELECT request_id FROM music_tracks WHERE expired_at_us IS NOT NULL"
+    rows = await recorder._fetch("SELECT request_id FROM music_tracks WHERE expired_at_us IS NOT NULL"
                                 " ORDER BY request_id")
     return [request_id for (request_id,) in rows]
 
@@ -159,6 +159,6 @@ async def test_two_sweepers_racing_over_one_list_mark_each_track_exactly_once(re
 async def test_the_work_list_is_read_through_the_partial_indexes(recorder):
     for query, params, index in ((DUE_MEDIA, (1, 0, 0, "", 10), "music_tracks_hosted"),
                                  (DUE_TEXT, (1,), "content_kept")):
-        plan = " ".join(row[3] for row in await recorder.fetch("EXPLAIN QUERY PLAN " + query, params))
+        plan = " ".join(row[3] for row in await recorder._fetch("EXPLAIN QUERY PLAN " + query, params))
         assert f"USING INDEX {index} (created_at_us>? AND created_at_us<?)" in plan or \
             f"USING INDEX {index} (created_at_us<?)" in plan, plan

@@ -1,0 +1,193 @@
+"""The read API of the ledger's projections: organizations, keys, limits, provider keys,
+Idempotency-Key uses, the usage rollup and the retention work list, as typed rows.
+
+The gateway and the sweeper read the ledger only through these functions (and
+ledger.log_queries for the request log and music tracks); the SQL, in qmark form, is the
+recorder's business, which converts it for its database.
+"""
+
+from typing import NamedTuple
+
+from ledger.recorder import Recorder
+from ledger.schema import HOSTED
+
+
+class Org(NamedTuple):
+    org_id: str
+    name: str
+    retention: str
+    credits_inr_nano: int
+    spent_inr_nano: int
+    held_inr_nano: int
+
+
+class ApiKey(NamedTuple):
+    key_id: str
+    org_id: str
+    prefix: str
+    name: str
+    admin: bool
+    created_at_us: int
+    last_used_at_us: int | None
+    revoked_at_us: int | None
+
+
+class ActiveKey(NamedTuple):
+    """A key not revoked, as the directory needs it to authenticate."""
+    key_id: str
+    org_id: str
+    key_hash: str
+    admin: bool
+
+
+class KeyLimits(NamedTuple):
+    key_id: str
+    requests_per_minute: int
+    tokens_per_minute: int
+
+
+class ProviderKey(NamedTuple):
+    org_id: str
+    provider: str
+    fingerprint: str
+
+
+class KeyUse(NamedTuple):
+    """An Idempotency-Key's row: a running claim (running_until_us > 0) or a settled success."""
+    request_hash: str
+    request_id: str
+    created_at_us: int
+    running_until_us: int
+
+
+class DailyUsage(NamedTuple):
+    """One row of the usage rollup: an org's requests of one UTC day, route, model and status."""
+    day: int
+    route: str
+    model: str
+    status: int
+    requests: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd_nano: int
+    charged_inr_nano: int
+
+
+class DueTrack(NamedTuple):
+    created_at_us: int
+    request_id: str
+    org_id: str
+    object_key: str
+
+
+ORGS = "SELECT org_id, name, retention, credits_inr_nano, spent_inr_nano, held_inr_nano FROM orgs"
+API_KEYS = ("SELECT key_id, org_id, prefix, name, admin, created_at_us, last_used_at_us, revoked_at_us"
+            " FROM api_keys")
+USAGE = ("SELECT day, route, model, status, requests, prompt_tokens, completion_tokens, cost_usd_nano,"
+         " charged_inr_nano FROM usage_daily WHERE org_id = ? AND day >= ?")
+KEY_USE = ("SELECT request_hash, request_id, created_at_us, running_until_us FROM idempotency_keys"
+           " WHERE org_id = ? AND idempotency_key = ?")
+# Keyset paging: a key whose delete failed stays due, so paging by offset or by "still due"
+# would either skip tracks or loop on the failed ones. HOSTED keeps it on the partial index.
+DUE_MEDIA = (
+    f"SELECT created_at_us, request_id, org_id, object_key FROM music_tracks WHERE {HOSTED} AND created_at_us < ?"
+    " AND created_at_us >= ? AND (created_at_us > ? OR request_id > ?) ORDER BY created_at_us, request_id LIMIT ?")
+HOSTED_DUE = f"SELECT COUNT(*) FROM music_tracks WHERE {HOSTED} AND created_at_us < ?"
+DUE_TEXT = "SELECT COUNT(*) FROM content WHERE body IS NOT NULL AND created_at_us < ?"
+
+
+async def ping(recorder: Recorder) -> None:
+    """One round trip to the database; raises LedgerUnavailable when it does not answer."""
+    await recorder._fetch("SELECT 1")
+
+
+async def last_position(recorder: Recorder) -> int:
+    """The position of the last event recorded (0: none yet)."""
+    [(position,)] = await recorder._fetch("SELECT COALESCE(MAX(position), 0) FROM events")
+    return position
+
+
+async def org(recorder: Recorder, org_id: str) -> Org | None:
+    rows = await recorder._fetch(f"{ORGS} WHERE org_id = ?", (org_id,))
+    return Org(*rows[0]) if rows else None
+
+
+async def orgs(recorder: Recorder) -> list[Org]:
+    return [Org(*row) for row in await recorder._fetch(ORGS)]
+
+
+def _api_key(row: tuple) -> ApiKey:
+    return ApiKey(*row[:4], bool(row[4]), *row[5:])
+
+
+async def api_key(recorder: Recorder, key_id: str) -> ApiKey | None:
+    """A key of any org, revoked or not."""
+    rows = await recorder._fetch(f"{API_KEYS} WHERE key_id = ?", (key_id,))
+    return _api_key(rows[0]) if rows else None
+
+
+async def org_api_keys(recorder: Recorder, org_id: str) -> list[ApiKey]:
+    """Every key of the org, revoked ones too, newest first."""
+    rows = await recorder._fetch(f"{API_KEYS} WHERE org_id = ? ORDER BY created_at_us DESC, key_id", (org_id,))
+    return [_api_key(row) for row in rows]
+
+
+async def active_keys(recorder: Recorder) -> list[ActiveKey]:
+    rows = await recorder._fetch("SELECT key_id, org_id, key_hash, admin FROM api_keys WHERE revoked_at_us IS NULL")
+    return [ActiveKey(key_id, org_id, key_hash, bool(admin)) for key_id, org_id, key_hash, admin in rows]
+
+
+async def key_limits(recorder: Recorder) -> list[KeyLimits]:
+    rows = await recorder._fetch("SELECT key_id, requests_per_minute, tokens_per_minute FROM key_limits")
+    return [KeyLimits(*row) for row in rows]
+
+
+async def provider_keys(recorder: Recorder) -> list[ProviderKey]:
+    return [ProviderKey(*row) for row in await recorder._fetch("SELECT org_id, provider, fingerprint FROM provider_keys")]
+
+
+async def has_provider_key(recorder: Recorder, org_id: str, provider: str) -> bool:
+    return bool(await recorder._fetch("SELECT 1 FROM provider_keys WHERE org_id = ? AND provider = ?",
+                                      (org_id, provider)))
+
+
+async def sealed_secret(recorder: Recorder, stream_id: str, name: str) -> bytes | None:
+    """A secret as its owner sealed it (ledger.recorder.Secret), or None when none is stored."""
+    rows = await recorder._fetch("SELECT sealed FROM secrets WHERE stream_id = ? AND name = ?", (stream_id, name))
+    return bytes(rows[0][0]) if rows else None
+
+
+async def key_use(recorder: Recorder, org_id: str, idempotency_key: str) -> KeyUse | None:
+    rows = await recorder._fetch(KEY_USE, (org_id, idempotency_key))
+    return KeyUse(*rows[0]) if rows else None
+
+
+async def daily_usage(recorder: Recorder, org_id: str, first_day: int) -> list[DailyUsage]:
+    """The org's rollup rows from UTC day `first_day` (days since the epoch) on, in no order."""
+    return [DailyUsage(*row) for row in await recorder._fetch(USAGE, (org_id, first_day))]
+
+
+async def due_media_page(recorder: Recorder, before_us: int, after: tuple[int, str] = (-1, ""),
+                         limit: int = 1000) -> list[DueTrack]:
+    """Up to `limit` hosted tracks recorded before `before_us`, oldest first, after the track
+    keyed (created_at_us, request_id) `after`."""
+    rows = await recorder._fetch(DUE_MEDIA, (before_us, after[0], after[0], after[1], limit))
+    return [DueTrack(*row) for row in rows]
+
+
+async def hosted_due_count(recorder: Recorder, before_us: int) -> int:
+    """How many hosted tracks were recorded before `before_us`."""
+    [(count,)] = await recorder._fetch(HOSTED_DUE, (before_us,))
+    return count
+
+
+async def expired_media_count(recorder: Recorder) -> int:
+    """How many hosted tracks have been swept."""
+    [(count,)] = await recorder._fetch("SELECT COUNT(*) FROM media_expired")
+    return count
+
+
+async def due_text_count(recorder: Recorder, before_us: int) -> int:
+    """How many content rows recorded before `before_us` still hold their text."""
+    [(count,)] = await recorder._fetch(DUE_TEXT, (before_us,))
+    return count

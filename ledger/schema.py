@@ -1,0 +1,96 @@
+"""The ledger's tables and indexes, described once in portable SQL and rendered per backend.
+
+Columns are written with SQLite's type names (TEXT, INTEGER, BLOB); PostgreSQL gets BIGINT and
+BYTEA for the last two. Every statement is CREATE ... IF NOT EXISTS, so running the DDL on an
+existing store changes nothing. What only one backend has (SQLite's triggers, PostgreSQL's
+trigger function and its ADD COLUMN upgrades) stays in that backend's module.
+"""
+
+import re
+
+# Each table's columns and table constraints, in the order they are created.
+TABLES: dict[str, tuple[str, ...]] = {
+    "events": ("position INTEGER PRIMARY KEY", "stream_id TEXT NOT NULL", "version INTEGER NOT NULL",
+               "type TEXT NOT NULL", "recorded_at_us INTEGER NOT NULL", "data BLOB NOT NULL",
+               "hash BLOB NOT NULL", "UNIQUE (stream_id, version)"),
+    "content": ("content_id TEXT PRIMARY KEY", "stream_id TEXT NOT NULL", "sha256 TEXT NOT NULL", "body BLOB",
+                "removed_at_us INTEGER", "created_at_us INTEGER NOT NULL DEFAULT 0"),
+    "secrets": ("stream_id TEXT NOT NULL", "name TEXT NOT NULL", "sealed BLOB NOT NULL",
+                "PRIMARY KEY (stream_id, name)"),
+    "orgs": ("org_id TEXT PRIMARY KEY", "name TEXT NOT NULL", "retention TEXT NOT NULL",
+             "created_at_us INTEGER NOT NULL", "credits_inr_nano INTEGER NOT NULL",
+             "spent_inr_nano INTEGER NOT NULL", "held_inr_nano INTEGER NOT NULL", "requests INTEGER NOT NULL"),
+    "api_keys": ("key_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "key_hash TEXT NOT NULL UNIQUE",
+                 "prefix TEXT NOT NULL", "name TEXT NOT NULL", "admin INTEGER NOT NULL",
+                 "created_at_us INTEGER NOT NULL", "revoked_at_us INTEGER", "last_used_at_us INTEGER"),
+    "request_log": ("request_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "position INTEGER NOT NULL",
+                    "key_id TEXT NOT NULL", "created_at_us INTEGER NOT NULL", "route TEXT NOT NULL",
+                    "model TEXT NOT NULL", "provider TEXT NOT NULL", "status INTEGER NOT NULL",
+                    "stream INTEGER NOT NULL", "prompt_tokens INTEGER NOT NULL",
+                    "completion_tokens INTEGER NOT NULL", "cost_usd_nano INTEGER NOT NULL",
+                    "cost_inr_nano INTEGER NOT NULL", "charged_inr_nano INTEGER NOT NULL",
+                    "usd_to_inr TEXT NOT NULL", "latency_ms INTEGER NOT NULL", "error TEXT NOT NULL",
+                    "content_id TEXT NOT NULL"),
+    "music_tracks": ("request_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "position INTEGER NOT NULL",
+                     "created_at_us INTEGER NOT NULL", "model TEXT NOT NULL", "provider TEXT NOT NULL",
+                     "storage TEXT NOT NULL", "error INTEGER NOT NULL", "object_key TEXT NOT NULL",
+                     "size INTEGER NOT NULL", "etag TEXT NOT NULL", "mime_type TEXT NOT NULL",
+                     "prompt_content_id TEXT NOT NULL", "text_content_id TEXT NOT NULL", "expired_at_us INTEGER"),
+    "idempotency_keys": ("org_id TEXT NOT NULL", "idempotency_key TEXT NOT NULL", "request_hash TEXT NOT NULL",
+                         "request_id TEXT NOT NULL", "created_at_us INTEGER NOT NULL",
+                         "running_until_us INTEGER NOT NULL DEFAULT 0", "PRIMARY KEY (org_id, idempotency_key)"),
+    "media_expired": ("request_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "position INTEGER NOT NULL",
+                      "object_key TEXT NOT NULL", "expired_at_us INTEGER NOT NULL"),
+    "provider_keys": ("org_id TEXT NOT NULL", "provider TEXT NOT NULL", "fingerprint TEXT NOT NULL",
+                      "set_at_us INTEGER NOT NULL", "PRIMARY KEY (org_id, provider)"),
+    "key_limits": ("key_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "requests_per_minute INTEGER NOT NULL",
+                   "tokens_per_minute INTEGER NOT NULL"),
+    "usage_daily": ("org_id TEXT NOT NULL", "day INTEGER NOT NULL", "route TEXT NOT NULL", "model TEXT NOT NULL",
+                    "status INTEGER NOT NULL", "requests INTEGER NOT NULL", "prompt_tokens INTEGER NOT NULL",
+                    "completion_tokens INTEGER NOT NULL", "cost_usd_nano INTEGER NOT NULL",
+                    "charged_inr_nano INTEGER NOT NULL", "PRIMARY KEY (org_id, day, route, model, status)"),
+}
+
+# A music track whose audio is in the bucket and has not been swept: what the partial index
+# below holds. Every query for hosted tracks uses this very text, so it can use the index.
+HOSTED = "storage = 's3' AND error = 0 AND expired_at_us IS NULL"
+# The columns the request log can be filtered by, each with an index in position order, so a
+# page of a filtered log costs the same at any depth and any size of history.
+LOG_FILTERS = ("route", "model", "status")
+
+# name -> (table, columns, WHERE of a partial index or "").
+INDEXES: dict[str, tuple[str, str, str]] = {
+    "request_log_by_org": ("request_log", "org_id, position", ""),
+    "music_tracks_by_org": ("music_tracks", "org_id, position", ""),
+    **{f"request_log_by_{column}": ("request_log", f"org_id, {column}, position", "") for column in LOG_FILTERS},
+    # Only what is still due sits in these partial indexes, so a sweep pass costs time in
+    # proportion to what it has to do, not to the size of history.
+    "music_tracks_hosted": ("music_tracks", "created_at_us", HOSTED),
+    "content_kept": ("content", "created_at_us", "body IS NOT NULL"),
+}
+
+_POSTGRES_TYPES = {"INTEGER": "BIGINT", "BLOB": "BYTEA"}
+
+
+def is_hosted(storage: str, error: bool, expired_at_us: int | None) -> bool:
+    """HOSTED, for a row already read."""
+    return storage == "s3" and not error and expired_at_us is None
+
+
+def _typed(column: str, postgres: bool) -> str:
+    if not postgres:
+        return column
+    return re.sub(r"\b(INTEGER|BLOB)\b", lambda m: _POSTGRES_TYPES[m.group(1)], column, count=1)
+
+
+def create_tables(*, postgres: bool) -> str:
+    """CREATE TABLE IF NOT EXISTS for every table, in the backend's types."""
+    return "".join(f"CREATE TABLE IF NOT EXISTS {name} ({', '.join(_typed(c, postgres) for c in columns)});\n"
+                   for name, columns in TABLES.items())
+
+
+def create_indexes(*, partial: bool) -> str:
+    """CREATE INDEX IF NOT EXISTS for the plain indexes, or for the partial ones."""
+    return "".join(
+        f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({columns})" + (f" WHERE {where};\n" if where else ";\n")
+        for name, (table, columns, where) in INDEXES.items() if bool(where) == partial)
