@@ -23,12 +23,12 @@ def memory_per_stream(tmp: Path, requested: int) -> dict:
     limit = procs.raise_open_files(FILES_PER_STREAM * requested + SPARE_FILES)  # inherited by all three
     # Past the limit the gateway's accepts fail and back off: fewer streams measure the same thing.
     count = min(requested, (limit - SPARE_FILES) // FILES_PER_STREAM)
-    with gateways.fake_upstream(tmp, "hold-upstream") as (upstream, upstream_target):
-        with gateways.prepared("sqlite1", upstream_target.url, tmp / "hold") as ready:
-            with gateways.serving(ready) as target:
-                result = measure(target, count)
-                upstream.kill()  # the held streams end now (an hour early), so the gateway can stop
-                upstream.wait()
+    with (gateways.fake_upstream(tmp, "hold-upstream") as (upstream, upstream_target),
+          gateways.prepared("sqlite1", upstream_target.url, tmp / "hold") as ready,
+          gateways.serving(ready) as target):
+        result = measure(target, count)
+        upstream.kill()  # the held streams end now (an hour early), so the gateway can stop
+        upstream.wait()
     return {**result, "open_files_limit": limit, "streams_asked": requested,
             "capped_by_open_files": count < requested}
 

@@ -74,7 +74,8 @@ def table(rows: list[dict]) -> str:
 
 
 def hold_line(hold: dict) -> str:
-    capped = f" (capped by the open-files limit of {hold['open_files_limit']:,})" if hold["capped_by_open_files"] else ""
+    capped = (f" (capped by the open-files limit of {hold['open_files_limit']:,})"
+              if hold["capped_by_open_files"] else "")
     return (f"{hold['streams_open']:,} of {hold['streams_requested']:,} streams open at once through one "
             f"worker: RSS {hold['rss_before_kib'] / 1024:,.0f} -> {hold['rss_open_kib'] / 1024:,.0f} MiB, "
             f"{number(hold['kib_per_stream'], 1)} KiB per stream ({hold['failed']} failed to open){capped}")

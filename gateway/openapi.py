@@ -169,7 +169,8 @@ def _operation(op: Operation, path: str, catalogue: Catalogue) -> dict:
     spec = {"summary": op.summary, "security": list(op.security), "responses": _responses(op),
             "parameters": [*_path_params(path), *(p.spec() for p in (*op.query, *op.headers))]}
     if op.body is not None:
-        spec["requestBody"] = {"required": True, "content": {JSON: {"schema": {"$ref": REF.format(name=op.body.__name__)}}}}
+        schema = {"$ref": REF.format(name=op.body.__name__)}
+        spec["requestBody"] = {"required": True, "content": {JSON: {"schema": schema}}}
     if op.form is not None:
         form = {**op.form, "properties": {**op.form["properties"],
                                           "model": {"enum": catalogue.names(op.model_kind)}}}

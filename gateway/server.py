@@ -63,7 +63,7 @@ async def _orphaned(stop: asyncio.Event, every_s: float = 0.5) -> None:
     """Set `stop` once the parent is gone: a supervisor killed with SIGKILL cannot forward a
     signal, and its workers must not serve on unsupervised."""
     parent = os.getppid()
-    while os.getppid() == parent:
+    while os.getppid() == parent:  # noqa: ASYNC110  (no event tells a process its parent died)
         await asyncio.sleep(every_s)
     log.warning("gateway_supervisor_gone", parent=parent)
     stop.set()

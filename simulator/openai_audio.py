@@ -18,6 +18,7 @@ type, byte count and SHA-256. Directives are read from the `prompt` field.
 
 import asyncio
 import hashlib
+import itertools
 import math
 import struct
 from typing import Annotated, Any, Literal
@@ -89,7 +90,7 @@ def split(data: bytes, count: int) -> list[bytes]:
     """`data` in `count` nearly equal consecutive pieces (fewer when it is shorter)."""
     count = max(min(count, len(data)), 1)
     bounds = [len(data) * index // count for index in range(count + 1)]
-    return [data[start:end] for start, end in zip(bounds, bounds[1:])]
+    return [data[start:end] for start, end in itertools.pairwise(bounds)]
 
 
 async def create_speech(request: web.Request) -> web.StreamResponse:

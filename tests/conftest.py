@@ -49,8 +49,7 @@ def handler_cancellation(request) -> bool:
 
 @pytest.fixture
 async def simulator(aiohttp_server):
-    server = await aiohttp_server(create_simulator(Settings()))
-    return server
+    return await aiohttp_server(create_simulator(Settings()))
 
 
 @pytest.fixture

@@ -16,12 +16,12 @@ import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+from support import S3_CREDENTIALS, clean_env, postgres_schema, postgres_url
+
 GATEWAY_BIN = str(Path(sys.executable).with_name("gateway"))
 CLI_TIMEOUT_S = 60.0
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
-from support import clean_env  # noqa: F401  (re-exported for the gateway tests)
-from support import S3_CREDENTIALS, postgres_schema, postgres_url
 
 
 def ledger_toml(ledger: Path, extra: str = "") -> str:
@@ -204,7 +204,7 @@ class GatewayProcess:
         self.proc.send_signal(sig)
         try:
             code = await asyncio.wait_for(self.proc.wait(), STOP_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.proc.kill()
             await self.proc.wait()
             raise AssertionError(f"gateway did not stop within {STOP_TIMEOUT_S} s of {sig!r}") from None

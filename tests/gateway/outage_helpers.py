@@ -47,7 +47,7 @@ async def chat_or_none(client, key: str, n: int) -> Answer | None:
     """`chat`, or None when the server went away before the answer was complete."""
     try:
         return await chat(client, key, n)
-    except (aiohttp.ClientError, asyncio.TimeoutError):
+    except (TimeoutError, aiohttp.ClientError):
         return None
 
 

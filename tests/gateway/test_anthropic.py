@@ -152,7 +152,8 @@ async def test_cache_reads_and_writes_are_billed_at_their_cache_prices(gateway, 
 
 
 async def test_a_tool_call_answer(gateway, org):
-    body = await (await post_chat(gateway, org, claude("[sim:tool=get_weather] [sim:tokens=2]", tools=[WEATHER]))).json()
+    request = claude("[sim:tool=get_weather] [sim:tokens=2]", tools=[WEATHER])
+    body = await (await post_chat(gateway, org, request)).json()
     (choice,) = body["choices"]
     assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] == completion_text(2)
     (call,) = choice["message"]["tool_calls"]

@@ -350,7 +350,8 @@ async def test_token_priced_transcription_is_billed_by_tokens(make_gateway, conf
     shipped = json.loads(SHIPPED_PATH.read_text())
     [whisper] = [r for r in shipped["data"] if r["id"] == "whisper-1"]
     prices = {"prompt": "0.0000025", "completion": "0.00001"}
-    record = {**whisper, "id": "gpt-4o-transcribe", "pricing": {**whisper["pricing"], **prices, "audio_per_minute": "0"},
+    record = {**whisper, "id": "gpt-4o-transcribe",
+              "pricing": {**whisper["pricing"], **prices, "audio_per_minute": "0"},
               "providers": [{**whisper["providers"][0], "modelName": "gpt-4o-transcribe",
                              "pricing": {**whisper["providers"][0]["pricing"], **prices}}]}
     path = tmp_path / "catalogue.json"

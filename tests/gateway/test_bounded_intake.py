@@ -83,7 +83,7 @@ async def budgeted(make_gateway, config):
 
 async def test_a_body_that_does_not_fit_the_budget_waits_then_gets_503(budgeted):
     gateway, org = budgeted
-    reader, writer = await connect(gateway.url)
+    _reader, writer = await connect(gateway.url)
     writer.write(head(MUSIC, org["api_key"], 900_000) + b"{")  # holds 900 kB of the budget, sends 1 byte
     await writer.drain()
     await asyncio.sleep(0.1)
@@ -101,7 +101,7 @@ async def test_a_body_that_does_not_fit_the_budget_waits_then_gets_503(budgeted)
 async def test_a_waiting_body_is_admitted_when_another_ends_in_time(make_gateway, config):
     gateway = await make_gateway(with_server(config, max_inflight_body_bytes=1_000_000, body_budget_wait_s=5))
     org = await gateway.new_org("10")
-    reader, writer = await connect(gateway.url)
+    _reader, writer = await connect(gateway.url)
     writer.write(head(MUSIC, org["api_key"], 900_000) + b"{")
     await writer.drain()
     await asyncio.sleep(0.1)
@@ -187,7 +187,7 @@ async def test_a_trickled_body_gets_408_and_the_connection_is_closed(served):
     reader, writer = await connect(url)
     writer.write(head(CHAT, org["api_key"], 1000) + b'{"model": ')
     started = time.monotonic()
-    status, headers, body = await read_response(reader)
+    status, _headers, body = await read_response(reader)
     assert status == 408 and body["error"]["type"] == "request_timeout"
     assert 0.9 <= time.monotonic() - started < 3
     assert await closed_after(reader, 2) < 1

@@ -123,7 +123,8 @@ async def test_cli_prints_a_fingerprint_and_the_key_is_nowhere_in_the_database_f
     result = await run_cli_async("admin", "set-provider-key", org_id, "openai", "env:ORG_KEY", env=env)
     assert result.returncode == 0, result.stderr
     printed = msgspec.json.decode(result.stdout)
-    assert printed == {"org_id": org_id, "provider": "openai", "fingerprint": Sealer(MASTER).fingerprint(ORG_OPENAI_KEY)}
+    fingerprint = Sealer(MASTER).fingerprint(ORG_OPENAI_KEY)
+    assert printed == {"org_id": org_id, "provider": "openai", "fingerprint": fingerprint}
     assert ORG_OPENAI_KEY not in result.stdout + result.stderr
     stored = b"".join(path.read_bytes() for path in Path(tmp_path, "data").iterdir())
     assert ORG_OPENAI_KEY.encode() not in stored and b"org-own-openai" not in stored

@@ -285,9 +285,9 @@ async def test_serve_answers_a_chat_and_exits_0_on_sigterm(tmp_path, sim_url, cf
     async with gateway_process("serve", "--port", "0", "--config", cfg, env=env) as served:
         url = await served.ready_url()
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+", url)
-        async with aiohttp.ClientSession() as session:
-            async with session.post(f"{url}/v1/chat/completions", json=chat_body("hi [sim:tokens=3]"),
-                                    headers=auth(org["api_key"])) as response:
+        async with aiohttp.ClientSession() as session, session.post(
+                f"{url}/v1/chat/completions", json=chat_body("hi [sim:tokens=3]"),
+                headers=auth(org["api_key"])) as response:
                 assert response.status == 200
                 body = decimal_json(await response.read())
         assert body["choices"][0]["message"]["content"] == "the quick brown "
@@ -320,7 +320,8 @@ async def test_serve_with_two_workers_shares_one_port_and_follows_one_ledger(sim
     env = clean_env(GATEWAY_PROVIDERS_OPENAI_BASE_URL=f"{sim_url}/v1", GATEWAY_PROVIDERS_OPENAI_API_KEY=PROVIDER_KEY)
     async with gateway_process("serve", "--port", "0", "--workers", "2", "--config", cfg, env=env) as served:
         url = await served.wait_for_output(lambda _out, err: next(
-            (line["url"] for line in json_lines(err) if line.get("event") == "gateway_ready" and "workers" in line), None))
+            (line["url"] for line in json_lines(err)
+             if line.get("event") == "gateway_ready" and "workers" in line), None))
         workers = [pid for pid in children_of(served.proc.pid) if "spawn_main" in cmdline(pid)]
         assert len(workers) == 2
         assert await chat_on_new_connections(url, org["api_key"], 40) == [200] * 40
@@ -386,9 +387,8 @@ async def test_demo_serves_its_printed_key_and_stops_cleanly_on_sigint(tmp_path)
             assert len(simulators) == 1
             assert (tmp_path / "data" / "gateway.db").exists()
 
-            async with aiohttp.ClientSession() as session:
-                async with session.post(f"{url}/v1/chat/completions", json=chat_body("Hello"),
-                                        headers=auth(key)) as response:
+            async with aiohttp.ClientSession() as session, session.post(
+                    f"{url}/v1/chat/completions", json=chat_body("Hello"), headers=auth(key)) as response:
                     assert response.status == 200
                     body = await response.json()
             assert body["object"] == "chat.completion"

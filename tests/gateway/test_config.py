@@ -394,4 +394,5 @@ def test_cli_exits_2_naming_an_unknown_variable(tmp_path):
 def test_cli_exits_2_naming_a_missing_config_file(tmp_path):
     result = run_cli("admin", "balance", "x", "--config", str(tmp_path / "nope.toml"))
     assert result.returncode == 2
-    assert result.stderr == f"gateway: error: cannot read config file {tmp_path / 'nope.toml'}: No such file or directory\n"
+    missing = tmp_path / "nope.toml"
+    assert result.stderr == f"gateway: error: cannot read config file {missing}: No such file or directory\n"

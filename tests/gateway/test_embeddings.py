@@ -60,7 +60,7 @@ async def test_upstream_is_asked_for_floats_and_base64_is_made_by_the_gateway(ga
     assert sent["body"] == {"model": SMALL, "input": ["alpha", "beta gamma"], "encoding_format": "float",
                             "dimensions": 8, "user": "u-1"}
     assert sent["headers"]["authorization"].startswith("Bearer sk-sim-provider")
-    for item, text in zip(body["data"], ["alpha", "beta gamma"]):
+    for item, text in zip(body["data"], ["alpha", "beta gamma"], strict=True):
         assert list(struct.unpack("<8f", base64.b64decode(item["embedding"]))) == vector(text, 8)
     assert body["usage"]["prompt_tokens"] == 3
 

@@ -22,7 +22,7 @@ from support import auth, decimal_json, poll, request_events, sse_lines, transcr
 GPT, CLAUDE, GEMINI = "gpt-4o-mini", "claude-haiku-4-5", "gemini-2.5-flash"
 USAGE_FAULTS = ["negative", "string", "huge", "float", "bool", "cached_over"]
 BODY_FAULTS = [f"usage={fault}" for fault in USAGE_FAULTS] + ["malformed"]
-STREAM_FAULTS = BODY_FAULTS + ["bad_chunk", "no_end"]
+STREAM_FAULTS = [*BODY_FAULTS, "bad_chunk", "no_end"]
 CHAT_MODELS = [GPT, CLAUDE, GEMINI]
 
 

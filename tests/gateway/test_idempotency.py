@@ -136,7 +136,8 @@ async def test_an_org_with_its_own_key_claims_without_a_hold_and_is_never_charge
     config = msgspec.structs.replace(s3_config, secrets=msgspec.structs.replace(s3_config.secrets, master_key="m" * 32))
     first, second = await make_gateway(config), await make_gateway(config)
     org = await first.new_org("0")
-    await admin.set_provider_key(first.ledger.recorder, Sealer("m" * 32), org["org_id"], "google", "AIzaOwnKey0123456789")
+    await admin.set_provider_key(first.ledger.recorder, Sealer("m" * 32), org["org_id"], "google",
+                                 "AIzaOwnKey0123456789")
     for gateway in (first, second):
         await gateway.ledger.follower.catch_up()
     body = clip("my own key [sim:latency_ms=400]")

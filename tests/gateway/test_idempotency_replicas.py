@@ -45,7 +45,8 @@ async def relay(aiohttp_server, sim_url):
             await asyncio.sleep(0.5)
             return web.json_response({"error": {"code": 500, "message": "relay failure", "status": "INTERNAL"}},
                                      status=500)
-        headers = {name: request.headers[name] for name in ("Content-Type", "x-goog-api-key") if name in request.headers}
+        headers = {name: request.headers[name] for name in ("Content-Type", "x-goog-api-key")
+                   if name in request.headers}
         async with request.app[SESSION].post(sim_url + request.path_qs, data=body, headers=headers) as answer:
             return web.Response(status=answer.status, body=await answer.read(), content_type=answer.content_type)
 
@@ -85,10 +86,10 @@ async def replicated_org(replica_config) -> dict:
 
 
 async def post(url: str, org: dict, key: str, prompt: str) -> tuple[int, dict]:
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
-        async with session.post(f"{url}/v1/music", headers={**auth(org["api_key"]), "Idempotency-Key": key},
-                                json={"model": "tune-3-clip-preview", "prompt": prompt}) as response:
-            return response.status, decimal_json(await response.read())
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session, session.post(
+            f"{url}/v1/music", headers={**auth(org["api_key"]), "Idempotency-Key": key},
+            json={"model": "tune-3-clip-preview", "prompt": prompt}) as response:
+        return response.status, decimal_json(await response.read())
 
 
 def answer_of(body: dict) -> tuple:
@@ -129,7 +130,7 @@ async def test_the_same_key_and_body_on_two_replicas_at_once_is_one_call_one_tra
         *(post(url, replicated_org, f"pair-{n}", prompt) for n, prompt in enumerate(prompts) for url in replicas),
         other_body_meanwhile())
     assert [status for status, _ in answers] == [200] * 8
-    for first, second in zip(answers[::2], answers[1::2]):
+    for first, second in zip(answers[::2], answers[1::2], strict=True):
         assert answer_of(first[1]) == answer_of(second[1])  # one track, whichever replica answered
     assert len({body["id"] for _, body in answers}) == 4
     assert meanwhile[0] == 409 and meanwhile[1]["error"]["type"] == "idempotency_conflict"

@@ -70,7 +70,8 @@ async def test_with_workers_any_scrape_sums_every_worker(sim_url, tmp_path):
     async with gateway_process("serve", "--port", "0", "--workers", "2", "--config", str(config),
                                env=clean_env()) as served:
         url = await served.wait_for_output(lambda _out, err: next(
-            (line["url"] for line in json_lines(err) if line.get("event") == "gateway_ready" and "workers" in line), None))
+            (line["url"] for line in json_lines(err)
+             if line.get("event") == "gateway_ready" and "workers" in line), None))
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as session:
             async def chat() -> int:
                 async with session.post(f"{url}/v1/chat/completions", json=chat_body(), headers=auth(key)) as r:

@@ -127,7 +127,7 @@ async def test_download_works_immediately_through_the_302(hosted, hosted_org):
 
 
 async def test_log_row_id_resolves_like_the_request_id(hosted, hosted_org):
-    track_id, _ = await _generate_hosted(hosted, hosted_org)
+    _track_id, _ = await _generate_hosted(hosted, hosted_org)
     history = await (await hosted.client.get("/v1/music", headers=auth(hosted_org["api_key"]))).json()
     log_id = history["data"][0]["log_id"]
     response = await hosted.client.get(f"/v1/music/{log_id}/content", headers=auth(hosted_org["api_key"]),
@@ -253,6 +253,10 @@ async def test_history_limit(gateway, org, query, status, count):
 
 # -- validation ------------------------------------------------------------------------------------
 
+def pro_with_images(images: list[str]) -> dict:
+    return {"model": "tune-3-pro-preview", "prompt": "x", "reference_images": images}
+
+
 @pytest.mark.parametrize(("body", "param"), [
     ({"prompt": "x"}, "model"),
     ({"model": "no-such", "prompt": "x"}, "model"),
@@ -263,13 +267,12 @@ async def test_history_limit(gateway, org, query, status, count):
     (clip("x" * 4097), "prompt"),
     (clip(response_format="wav"), "response_format"),
     (clip(reference_images=[data_url(PNG)]), "reference_images"),
-    ({"model": "tune-3-pro-preview", "prompt": "x", "reference_images": [data_url(PNG)] * 11}, "reference_images"),
-    ({"model": "tune-3-pro-preview", "prompt": "x", "reference_images": ["https://example.com/a.png"]}, "reference_images[0]"),
-    ({"model": "tune-3-pro-preview", "prompt": "x", "reference_images": [data_url(PNG, "gif")]}, "reference_images[0]"),
-    ({"model": "tune-3-pro-preview", "prompt": "x", "reference_images": [data_url(JPEG, "png")]}, "reference_images[0]"),
-    ({"model": "tune-3-pro-preview", "prompt": "x", "reference_images": ["data:image/png;base64,!!!"]}, "reference_images[0]"),
-    ({"model": "tune-3-pro-preview", "prompt": "x", "reference_images": [
-        data_url(PNG + bytes(8 * 1024 * 1024))]}, "reference_images[0]"),
+    (pro_with_images([data_url(PNG)] * 11), "reference_images"),
+    (pro_with_images(["https://example.com/a.png"]), "reference_images[0]"),
+    (pro_with_images([data_url(PNG, "gif")]), "reference_images[0]"),
+    (pro_with_images([data_url(JPEG, "png")]), "reference_images[0]"),
+    (pro_with_images(["data:image/png;base64,!!!"]), "reference_images[0]"),
+    (pro_with_images([data_url(PNG + bytes(8 * 1024 * 1024))]), "reference_images[0]"),
 ])
 async def test_invalid_music_requests_are_400_naming_the_problem(gateway, org, simulator, body, param):
     response = await post_music(gateway, org["api_key"], body)

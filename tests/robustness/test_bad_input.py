@@ -70,7 +70,7 @@ async def test_a_key_that_is_not_ascii_is_a_401_before_authentication(gateway, o
 async def test_an_idempotency_key_that_is_not_ascii_is_a_400_naming_it(gateway, org):
     body = b'{"model": "tune-3-clip-preview", "prompt": "a tune"}'
     key = org["api_key"].encode()
-    status, head, answer = await raw_request(gateway, (
+    status, _head, answer = await raw_request(gateway, (
         b"POST /v1/music HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key + b"\r\nIdempotency-Key: \xff\xfe"
         b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() +
         b"\r\nConnection: close\r\n\r\n" + body))

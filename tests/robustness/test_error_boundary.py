@@ -80,9 +80,8 @@ async def test_a_failure_after_the_response_began_cuts_the_connection(client):
 
 
 async def test_cancellation_propagates_and_is_not_logged_as_a_failure(client):
-    with structlog.testing.capture_logs() as logs:
-        with pytest.raises(aiohttp.ServerDisconnectedError):
-            await client.get("/cancelled")
+    with structlog.testing.capture_logs() as logs, pytest.raises(aiohttp.ServerDisconnectedError):
+        await client.get("/cancelled")
     assert unhandled(logs) == []
 
 
