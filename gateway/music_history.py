@@ -44,9 +44,10 @@ class Track(msgspec.Struct, frozen=True):
 
 
 def _track(row: TrackRow) -> Track:
-    *head, prompt, removed, text = row
-    return Track(*head[:7], bool(head[7]), *head[8:], loads(prompt) if prompt else None,
-                 removed is not None, loads(text) if text else None)
+    return Track(row.request_id, row.org_id, row.position, row.created_at_us, row.model, row.provider,
+                 row.storage, bool(row.error), row.object_key, row.expired_at_us, row.charged_inr_nano,
+                 row.cost_usd_nano, row.usd_to_inr, loads(row.prompt) if row.prompt else None,
+                 row.prompt_removed_at_us is not None, loads(row.text) if row.text else None)
 
 
 async def history(services: Services, caller: Caller, limit: int) -> list[dict]:

@@ -74,14 +74,14 @@ def _bytes(value: bytes | memoryview | None) -> bytes | None:
 
 
 def _track(row: tuple) -> TrackRow:
-    *head, prompt, removed, text = row
-    return TrackRow(*head, _bytes(prompt), removed, _bytes(text))
+    # The three content columns last: bodies as bytes whatever the driver returns.
+    return TrackRow._make((*row[:13], _bytes(row[13]), row[14], _bytes(row[15])))
 
 
 def log_page_sql(org_id: str, filters: Sequence[tuple[str, str | int]], before: int | None,
                  limit: int) -> tuple[str, tuple]:
     """The statement of `log_page` (qmark form), for a look at its plan."""
-    where, params = ["org_id = ?"], [org_id]
+    where, params = ["org_id = ?"], list[str | int]([org_id])
     for name, value in filters:
         if name not in LOG_FILTERS:
             raise ValueError(f"the request log cannot be filtered by {name!r}")

@@ -117,7 +117,7 @@ async def orgs(recorder: Recorder) -> list[Org]:
 
 
 def _api_key(row: tuple) -> ApiKey:
-    return ApiKey(*row[:4], bool(row[4]), *row[5:])
+    return ApiKey._make((*row[:4], bool(row[4]), *row[5:]))
 
 
 async def api_key(recorder: Recorder, key_id: str) -> ApiKey | None:
@@ -143,7 +143,8 @@ async def key_limits(recorder: Recorder) -> list[KeyLimits]:
 
 
 async def provider_keys(recorder: Recorder) -> list[ProviderKey]:
-    return [ProviderKey(*row) for row in await recorder._fetch("SELECT org_id, provider, fingerprint FROM provider_keys")]
+    rows = await recorder._fetch("SELECT org_id, provider, fingerprint FROM provider_keys")
+    return [ProviderKey(*row) for row in rows]
 
 
 async def has_provider_key(recorder: Recorder, org_id: str, provider: str) -> bool:
