@@ -14,6 +14,7 @@ Prints one JSON line {"event": "bare_proxy_ready", "url": ...} on stdout once it
 import argparse
 import asyncio
 import sys
+from collections.abc import AsyncIterator
 
 import aiohttp
 import orjson
@@ -29,7 +30,7 @@ def make_app(upstream: str) -> web.Application:
     url = upstream + PATH
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=60)
 
-    async def session_ctx(app: web.Application):
+    async def session_ctx(app: web.Application) -> AsyncIterator[None]:
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
         async with aiohttp.ClientSession(connector=connector) as app[SESSION]:
             yield

@@ -60,6 +60,7 @@ def streams_held(target: Target, count: int) -> Iterator[dict]:
     client = subprocess.Popen(
         [procs.PYTHON, "-m", "bench.streams", "--mode", "hold", "--url", target.url, "--key", target.key,
          "--connections", str(count)], cwd=procs.ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert client.stdin is not None and client.stdout is not None  # both PIPE above
     try:
         yield orjson.loads(client.stdout.readline() or '{"streams_open": 0, "failed": -1}')
     finally:

@@ -50,7 +50,7 @@ async def drop_schema(schema: str, dsn: str = POSTGRES_DSN) -> None:
         await db.close()
 
 
-async def _postgres(statement: str, schema: str) -> object:
+async def _postgres(statement: str, schema: str) -> int:
     import asyncpg
     db = await asyncpg.connect(POSTGRES_DSN, server_settings={"search_path": schema})
     try:

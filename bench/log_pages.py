@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from gateway.request_logs import page_sql, parse_query
-from gateway.usage import USAGE
+from ledger.queries import USAGE
 from ledger.projections import BACKFILL_V5, INSERT_REQUEST, US_PER_DAY
 from ledger.sqlite import SQLiteRecorder
 

@@ -69,7 +69,7 @@ class OpenLoop:
         self.pool = Pool(host, port, args.connections)
         self.rate, self.total, self.drain_s = args.rate, int(args.rate * args.duration), args.drain_s
         self.latencies: list[float] = []
-        self.counts = collections.Counter()
+        self.counts: collections.Counter[str] = collections.Counter()
         self.last_done = 0.0
 
     async def one(self, due: float) -> None:

@@ -36,7 +36,8 @@ def wait_ready(process: subprocess.Popen, log: Path, event: str) -> str:
                 return json.loads(line)["url"]
         time.sleep(0.05)
     stop(process)
-    raise RuntimeError(f"{' '.join(process.args[:3])} was not ready; see {log}")
+    command = process.args if isinstance(process.args, list) else [process.args]
+    raise RuntimeError(f"{' '.join(map(str, command[:3]))} was not ready; see {log}")
 
 
 @contextlib.contextmanager

@@ -31,6 +31,7 @@ async def run(config: Config) -> None:
         sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", "0",
         stdout=asyncio.subprocess.PIPE)
     try:
+        assert simulator.stdout is not None  # stdout=PIPE above
         sim_url = loads(await asyncio.wait_for(simulator.stdout.readline(), 30))["url"]
         config = with_simulator(config, sim_url)
         org = await _create_demo_org(config)

@@ -7,6 +7,7 @@ the request ends, which is when its body is let go.
 """
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from gateway import audio, chat, embeddings, messages, music, transcription
 from gateway.body_budget import BODY_BUDGET, BODY_HOLD, BodyHold
@@ -19,7 +20,7 @@ PAID_ROUTES = frozenset({chat.ROUTE, messages.ROUTE, embeddings.ROUTE, audio.ROU
 
 
 @web.middleware
-async def intake(request: web.Request, handler) -> web.StreamResponse:
+async def intake(request: web.Request, handler: Handler) -> web.StreamResponse:
     """After authentication: 402 before the body for a paid route the organization cannot pay
     for; the request's share of the body budget given back when it ends."""
     if request.method == "POST" and request.path in PAID_ROUTES and CALLER in request:

@@ -26,7 +26,10 @@ REF = "#/components/schemas/{name}"
 JSON = "application/json"
 ANY_OBJECT = MappingProxyType({"type": "object"})
 TEXT = MappingProxyType({"type": "string"})
-PUBLIC, KEY, ANTHROPIC_KEY = (), ({"bearer": []},), ({"bearer": []}, {"x-api-key": []})
+Security = tuple[dict[str, list[str]], ...]  # OpenAPI security requirements: any one suffices
+PUBLIC: Security = ()
+KEY: Security = ({"bearer": []},)
+ANTHROPIC_KEY: Security = ({"bearer": []}, {"x-api-key": []})
 
 
 class Param(msgspec.Struct, frozen=True):

@@ -21,7 +21,7 @@ class SseEvent(tuple):
 
 async def events(content: StreamReader) -> AsyncIterator[SseEvent]:
     """Yield each event as soon as its terminating blank line arrives (never buffered whole)."""
-    name, data = b"", []
+    name, data = b"", list[bytes]()
     async for raw in content:
         line = raw.rstrip(b"\r\n")
         if not line:

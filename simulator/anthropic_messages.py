@@ -125,7 +125,7 @@ def tool_input(schema: dict[str, Any]) -> dict[str, Any]:
 def _sample(json_type: str | None) -> Any:
     samples = {"string": "the quick brown fox", "integer": 7, "number": 7, "boolean": True,
                "array": [], "object": {}}  # fmt: skip
-    return samples.get(json_type, "the")
+    return samples.get(json_type or "", "the")
 
 
 def json_fragments(value: dict[str, Any]) -> list[str]:
@@ -140,7 +140,8 @@ def cut_at_stop(tokens: list[str], stops: list[str]) -> tuple[list[str], str | N
     if hit is None:
         return tokens, None
     position, stop = hit
-    kept, length = [], 0
+    kept: list[str] = []
+    length = 0
     for token in tokens:
         if length + len(token) >= position:
             head = token[:position - length]

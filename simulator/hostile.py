@@ -57,14 +57,16 @@ def spoiled_usage(usage: dict[str, Any], fault: UsageFault | None, prompt: str,
         return usage
     if fault != "cached_over":
         return {**usage, prompt: FAULTY_COUNTS[fault]}
-    over = (usage.get(prompt) if isinstance(usage.get(prompt), int) else 0) + 10
+    counted = usage.get(prompt)
+    over = (counted if isinstance(counted, int) else 0) + 10
     return _with(usage, cached, over)
 
 
 def _with(value: dict[str, Any], path: tuple[str, ...], leaf: Any) -> dict[str, Any]:
     """A copy of `value` with `leaf` at `path` (objects created along the way)."""
     head, *rest = path
-    inner = value.get(head) if isinstance(value.get(head), dict) else {}
+    inner = value.get(head)
+    inner = inner if isinstance(inner, dict) else {}
     return {**value, head: _with(inner, tuple(rest), leaf) if rest else leaf}
 
 
