@@ -12,15 +12,18 @@ Retention = Literal["retain", "none"]
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
-    """Base of every ledger event."""
+    """Base of every ledger event.
+
+    Subclasses repeat `frozen=True`: msgspec inherits it, but type checkers read it per class.
+    """
 
 
-class OrgCreated(Event, tag="org_created"):
+class OrgCreated(Event, frozen=True, tag="org_created"):
     name: str
     retention: Retention = "retain"
 
 
-class ApiKeyCreated(Event, tag="key_created"):
+class ApiKeyCreated(Event, frozen=True, tag="key_created"):
     key_id: str
     key_hash: str  # SHA-256 hex of the key; the key itself is never stored
     prefix: str  # the first characters, so a person can tell keys apart
@@ -28,20 +31,20 @@ class ApiKeyCreated(Event, tag="key_created"):
     admin: bool = False
 
 
-class ApiKeyRevoked(Event, tag="key_revoked"):
+class ApiKeyRevoked(Event, frozen=True, tag="key_revoked"):
     key_id: str
 
 
-class CreditsAdded(Event, tag="credits_added"):
+class CreditsAdded(Event, frozen=True, tag="credits_added"):
     amount_inr_nano: int
     note: str = ""
 
 
-class RetentionChanged(Event, tag="retention_changed"):
+class RetentionChanged(Event, frozen=True, tag="retention_changed"):
     retention: Retention
 
 
-class RequestCompleted(Event, tag="request_completed"):
+class RequestCompleted(Event, frozen=True, tag="request_completed"):
     """One API request, successful or not. `charged_inr_nano` is what the balance pays."""
 
     request_id: str
@@ -63,7 +66,7 @@ class RequestCompleted(Event, tag="request_completed"):
     content_hash: str = ""
 
 
-class CreditsHeld(Event, tag="credits_held"):
+class CreditsHeld(Event, frozen=True, tag="credits_held"):
     """Credit reserved for a request before its upstream call. The ledger refuses a hold the
     organization's available balance (credits - spent - held) cannot cover."""
 
@@ -72,14 +75,14 @@ class CreditsHeld(Event, tag="credits_held"):
     amount_inr_nano: int
 
 
-class HoldReleased(Event, tag="hold_released"):
+class HoldReleased(Event, frozen=True, tag="hold_released"):
     """The reservation ends: with a charge in the same unit (settled) or without (released)."""
 
     hold_id: str
     amount_inr_nano: int
 
 
-class MusicTrackRecorded(Event, tag="music_track_recorded"):
+class MusicTrackRecorded(Event, frozen=True, tag="music_track_recorded"):
     """The facts of one music generation, successful or not; cost lives on RequestCompleted."""
 
     request_id: str
@@ -97,7 +100,7 @@ class MusicTrackRecorded(Event, tag="music_track_recorded"):
     request_hash: str = ""
 
 
-class IdempotencyKeyClaimed(Event, tag="idempotency_key_claimed"):
+class IdempotencyKeyClaimed(Event, frozen=True, tag="idempotency_key_claimed"):
     """A request took an Idempotency-Key before its upstream call, in the unit that holds its
     price. The ledger rejects a second claim of a key its org still holds, so replicas racing
     on one key cannot both call upstream. The claim lapses `lease_us` after it was recorded
@@ -110,7 +113,7 @@ class IdempotencyKeyClaimed(Event, tag="idempotency_key_claimed"):
     lease_us: int
 
 
-class IdempotencyKeyReleased(Event, tag="idempotency_key_released"):
+class IdempotencyKeyReleased(Event, frozen=True, tag="idempotency_key_released"):
     """`request_id`'s claim of the key ends without an answer to remember: its request failed
     (and was not charged), or its claim lapsed or its 24 hours passed and a new claim replaces it."""
 
@@ -118,7 +121,7 @@ class IdempotencyKeyReleased(Event, tag="idempotency_key_released"):
     request_id: str
 
 
-class MediaExpired(Event, tag="media_expired"):
+class MediaExpired(Event, frozen=True, tag="media_expired"):
     """A hosted track's object was deleted from storage after the retention period.
 
     Recorded only after the delete succeeded, and at most once per track: the ledger
@@ -128,7 +131,7 @@ class MediaExpired(Event, tag="media_expired"):
     object_key: str
 
 
-class ProviderKeySet(Event, tag="provider_key_set"):
+class ProviderKeySet(Event, frozen=True, tag="provider_key_set"):
     """The organization brought its own key for a provider (BYOK). Only a fingerprint is
     recorded: the key itself is sealed and kept beside the ledger, never in an event."""
 
@@ -136,11 +139,11 @@ class ProviderKeySet(Event, tag="provider_key_set"):
     fingerprint: str
 
 
-class ProviderKeyRemoved(Event, tag="provider_key_removed"):
+class ProviderKeyRemoved(Event, frozen=True, tag="provider_key_removed"):
     provider: str
 
 
-class KeyLimitsSet(Event, tag="key_limits_set"):
+class KeyLimitsSet(Event, frozen=True, tag="key_limits_set"):
     """A key's own rate limits (0: unlimited), overriding the gateway's defaults."""
 
     key_id: str
@@ -158,5 +161,8 @@ decode_event = msgspec.json.Decoder(AnyEvent).decode
 
 
 def event_type(event: Event) -> str:
-    """The tag an event is stored under."""
-    return type(event).__struct_config__.tag
+    """The tag an event is stored under; TypeError for a class that has none (the base)."""
+    tag = type(event).__struct_config__.tag
+    if not isinstance(tag, str):  # msgspec allows int tags too; every ledger event names a str
+        raise TypeError(f"{type(event).__name__} is not a tagged ledger event")
+    return tag

@@ -8,6 +8,7 @@ business and are passed over. Secrets may be written `env:NAME`.
 
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
@@ -21,18 +22,21 @@ class SettingsError(ValueError):
 
 
 class Section(msgspec.Struct, frozen=True, kw_only=True):
-    """Base of every section the sweeper reads."""
+    """Base of every section the sweeper reads.
+
+    Subclasses repeat `frozen=True`: msgspec inherits it, but type checkers read it per class.
+    """
 
 
-class LedgerSettings(Section):
+class LedgerSettings(Section, frozen=True):
     url: str = "sqlite:///./data/gateway.db"
 
 
-class SweeperSettings(Section):
+class SweeperSettings(Section, frozen=True):
     interval_s: Annotated[float, msgspec.Meta(gt=0)] = 300.0
 
 
-class RetentionSettings(Section):
+class RetentionSettings(Section, frozen=True):
     text_days: Annotated[int, msgspec.Meta(ge=0)] = 0  # 0 keeps logged text forever
 
 
@@ -48,17 +52,18 @@ FIELDS = {section.name: [f.name for f in msgspec.structs.fields(section.type)]
           for section in msgspec.structs.fields(Settings)}
 
 
-def load(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:
-    """Read the sweeper's sections of `path`, apply GATEWAY_* overrides and env: secrets."""
-    environ = os.environ if environ is None else environ
+def load(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read the sweeper's sections of `path`, apply GATEWAY_* overrides (from `environ`, the
+    process's environment unless given) and env: secrets."""
+    env: Mapping[str, str] = os.environ if environ is None else environ
     file = _read_toml(path) if path else {}
     raw = {name: _section(file, name) for name in FIELDS}
     for section, fields in FIELDS.items():
         for field in fields:
-            if (value := environ.get(f"GATEWAY_{section}_{field}".upper())) is not None:
+            if (value := env.get(f"GATEWAY_{section}_{field}".upper())) is not None:
                 raw[section][field] = value
     try:
-        return msgspec.convert(_resolve_secrets(raw, environ), Settings, strict=False)
+        return msgspec.convert(_resolve_secrets(raw, env), Settings, strict=False)
     except msgspec.ValidationError as exc:
         raise SettingsError(f"invalid configuration: {exc}") from None
 
@@ -79,7 +84,7 @@ def _read_toml(path: str | Path) -> dict:
         raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
 
 
-def _resolve_secrets(raw: dict[str, dict], environ: dict[str, str]) -> dict[str, dict]:
+def _resolve_secrets(raw: dict[str, dict], environ: Mapping[str, str]) -> dict[str, dict]:
     """Every 'env:NAME' value replaced by the variable's value ('' when unset)."""
     return {section: {key: environ.get(value[4:], "") if isinstance(value, str)
                       and value.startswith("env:") else value for key, value in fields.items()}
