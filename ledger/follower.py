@@ -1,6 +1,7 @@
 """Keeps an in-memory view in step with the log, including appends made by other processes."""
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 
@@ -64,10 +65,8 @@ class LogFollower:
 
     async def _run(self) -> None:
         while True:
-            try:
+            with contextlib.suppress(TimeoutError):  # no nudge this interval: poll anyway
                 await asyncio.wait_for(self._nudge.wait(), self._interval_s)
-            except TimeoutError:
-                pass
             self._nudge.clear()
             await self._poll()
 

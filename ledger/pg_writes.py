@@ -84,7 +84,8 @@ class SetWriter:
 
     def __init__(self) -> None:
         self._types: dict[str, tuple[str, ...]] = {}
-        self._composed: dict[tuple[str, ...], str | None] = {}  # statements in a group -> its SQL
+        self._settable: dict[str, bool] = {}  # statement -> whether it has a set form
+        self._composed: dict[tuple[str, ...], str] = {}  # statements in a group -> its SQL
         self._tables: dict[str, frozenset[str]] = {}
 
     async def learn(self, db: asyncpg.Connection, runs: Sequence[Run]) -> None:
@@ -111,9 +112,9 @@ class SetWriter:
         return steps
 
     def _has_set_form(self, sql: str) -> bool:
-        if (sql,) not in self._composed:
-            self._composed[(sql,)] = self._compose((sql,))
-        return self._composed[(sql,)] is not None
+        if sql not in self._settable:
+            self._settable[sql] = set_form(sql, self._types[sql]) is not None
+        return self._settable[sql]
 
     def _joins(self, group: Sequence[Run], sql: str) -> bool:
         """Whether `sql` may share the group's statement: one table, which no run there names."""
@@ -130,12 +131,15 @@ class SetWriter:
         shape = tuple(sql for sql, _ in group)
         if shape not in self._composed:
             self._composed[shape] = self._compose(shape)
-        return Step(self._composed[shape], [list(column) for _, rows in group for column in zip(*rows)])
+        return Step(self._composed[shape], [list(column) for _, rows in group for column in zip(*rows, strict=True)])
 
     def _compose(self, shape: Sequence[str]) -> str:
         parts, first = [], 1
         for sql in shape:
-            parts.append(set_form(sql, self._types[sql], first))
+            part = set_form(sql, self._types[sql], first)
+            if part is None:  # steps() groups only statements _has_set_form accepted
+                raise ValueError(f"no set form for {sql!r}")
+            parts.append(part)
             first += len(self._types[sql])
         if len(parts) == 1:
             return parts[0]

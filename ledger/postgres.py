@@ -24,7 +24,7 @@ from ledger.events import decode_event
 from ledger.pg_writes import Run, SetWriter, numbered
 from ledger.recorder import (
     CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, CorruptEvent, Outcome, Recorded, Recorder,
-    accepted, held_by, isolating_rejections, out_of_date, plan,
+    RecorderClosed, accepted, held_by, isolating_rejections, out_of_date, plan,
 )
 from ledger.timeouts import (
     CONNECT_TIMEOUT_S, MIGRATE_TIMEOUT_S, STATEMENT_TIMEOUT_S, reporting_outages, unavailable_on,
@@ -110,8 +110,17 @@ class PostgresRecorder(Recorder):
             f"snapshot-{id(self)}", default=None)
 
     @classmethod
-    def from_url(cls, url: str, **timeouts: float) -> "PostgresRecorder":
-        return cls(*dsn_and_schema(url), **timeouts)
+    def from_url(cls, url: str, *, timeout_s: float = STATEMENT_TIMEOUT_S,
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> "PostgresRecorder":
+        dsn, schema = dsn_and_schema(url)
+        return cls(dsn, schema, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s)
+
+    @property
+    def _open_pool(self) -> asyncpg.Pool:
+        """The pool; RecorderClosed before open() and after close()."""
+        if self._pool is None:
+            raise RecorderClosed(f"the PostgreSQL ledger (schema {self.schema}) is not open")
+        return self._pool
 
     async def open(self, migrate: bool = True) -> None:
         with unavailable_on(is_outage):
@@ -153,7 +162,7 @@ class PostgresRecorder(Recorder):
     async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
         """A pooled connection, waited for no longer than the timeout; outages as LedgerUnavailable."""
         with unavailable_on(is_outage):
-            async with self._pool.acquire(timeout=self._timeout_s) as db:
+            async with self._open_pool.acquire(timeout=self._timeout_s) as db:
                 try:
                     yield db
                 except Exception as exc:

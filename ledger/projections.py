@@ -109,13 +109,13 @@ ADD_DAILY_USAGE = (
 # Schema version 5 added the two projections above; a store upgraded from an older version
 # fills them from the request log, exactly as a replay of its events would.
 BACKFILL_V5 = (
-    "UPDATE api_keys SET last_used_at_us = (SELECT MAX(r.created_at_us) FROM request_log r"
-    " WHERE r.key_id = api_keys.key_id AND r.org_id = api_keys.org_id)",
+    ("UPDATE api_keys SET last_used_at_us = (SELECT MAX(r.created_at_us) FROM request_log r"
+     " WHERE r.key_id = api_keys.key_id AND r.org_id = api_keys.org_id)"),
     "DELETE FROM usage_daily",
-    f"INSERT INTO usage_daily (org_id, day, route, model, status, requests, prompt_tokens,"
-    f" completion_tokens, cost_usd_nano, charged_inr_nano) SELECT org_id, created_at_us / {US_PER_DAY},"
-    f" route, model, status, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(cost_usd_nano),"
-    f" SUM(charged_inr_nano) FROM request_log GROUP BY org_id, created_at_us / {US_PER_DAY}, route, model, status",
+    (f"INSERT INTO usage_daily (org_id, day, route, model, status, requests, prompt_tokens,"
+     f" completion_tokens, cost_usd_nano, charged_inr_nano) SELECT org_id, created_at_us / {US_PER_DAY},"
+     f" route, model, status, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(cost_usd_nano),"
+     f" SUM(charged_inr_nano) FROM request_log GROUP BY org_id, created_at_us / {US_PER_DAY}, route, model, status"),
 )
 INSERT_REQUEST = (
     "INSERT INTO request_log (request_id, org_id, position, key_id, created_at_us, route, model,"
@@ -236,7 +236,8 @@ def _secret_run(stream_id: str, secret: Secret) -> tuple[str, list[tuple]]:
 
 def _sum(rows: list[tuple], key: slice) -> tuple:
     """Additions to one row summed (the parameters naming the row kept as they are)."""
-    return tuple(column[0] if key.start <= i < key.stop else sum(column) for i, column in enumerate(zip(*rows)))
+    columns = zip(*rows, strict=True)
+    return tuple(column[0] if key.start <= i < key.stop else sum(column) for i, column in enumerate(columns))
 
 
 def _latest(rows: list[tuple], key: slice) -> tuple:
@@ -284,7 +285,7 @@ def select_all(table: str) -> str:
 
 def first_difference(table: str, live: Sequence[tuple], replayed: Sequence[tuple]) -> str | None:
     """Describe the first row where two copies of a table differ, or None if identical."""
-    for index, (a, b) in enumerate(zip(live, replayed)):
+    for index, (a, b) in enumerate(zip(live, replayed, strict=False)):  # the lengths are compared next
         if tuple(a) != tuple(b):
             return f"{table}: row {index} differs: stored {tuple(a)!r} != replayed {tuple(b)!r}"
     if len(live) != len(replayed):

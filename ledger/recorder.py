@@ -70,6 +70,11 @@ class LedgerUnavailable(LedgerError):
     driver's connection and timeout errors into this one; what was being written was not."""
 
 
+class RecorderClosed(LedgerUnavailable):
+    """The recorder is not open: not yet, or no longer (a request still running at shutdown).
+    To a client it is like a database that is away: unavailable, retry."""
+
+
 class Content(msgspec.Struct, frozen=True):
     """Personal text kept beside the ledger so it can be purged without breaking a chain."""
 
@@ -191,7 +196,7 @@ async def isolating_rejections(units: Sequence[Append],
 
 def accepted(units: Sequence[Append], outcomes: Sequence[Outcome]) -> Iterable[tuple[Append, list[Recorded]]]:
     """The units a plan accepted, with their recorded events."""
-    return ((u, o) for u, o in zip(units, outcomes) if not isinstance(o, Exception))
+    return ((u, o) for u, o in zip(units, outcomes, strict=True) if not isinstance(o, Exception))
 
 
 class Recorder(abc.ABC):

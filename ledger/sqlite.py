@@ -9,11 +9,13 @@ one before it commits, instead of sleeping in SQLite's busy handler between trie
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 import tempfile
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any, NamedTuple, cast
 
 import aiosqlite
 import msgspec
@@ -22,7 +24,7 @@ from ledger import projections, schema, sqlite_writes
 from ledger.events import decode_event
 from ledger.recorder import (
     CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, CorruptEvent, Outcome, Recorded, Recorder,
-    isolating_rejections, out_of_date,
+    RecorderClosed, isolating_rejections, out_of_date,
 )
 from ledger.timeouts import MIGRATE_TIMEOUT_S, STATEMENT_TIMEOUT_S, reporting_outages, unavailable_on
 from ledger import write_lock
@@ -40,10 +42,10 @@ INDEXES = schema.create_indexes(partial=True)
 # Content written before it carried its time takes the time of the row that references it.
 BACKFILL_CONTENT_TIMES = (
     "ALTER TABLE content ADD COLUMN created_at_us INTEGER NOT NULL DEFAULT 0",
-    "UPDATE content SET created_at_us = COALESCE("
-    " (SELECT created_at_us FROM request_log r WHERE r.content_id = content.content_id),"
-    " (SELECT created_at_us FROM music_tracks m WHERE content.content_id"
-    " IN (m.prompt_content_id, m.text_content_id)), 0)")
+    ("UPDATE content SET created_at_us = COALESCE("
+     " (SELECT created_at_us FROM request_log r WHERE r.content_id = content.content_id),"
+     " (SELECT created_at_us FROM music_tracks m WHERE content.content_id"
+     " IN (m.prompt_content_id, m.text_content_id)), 0)"))
 REMOVE_TEXT = ("UPDATE content SET body = NULL, removed_at_us = ? WHERE content_id IN"
                " (SELECT content_id FROM content WHERE body IS NOT NULL AND created_at_us < ?"
                " ORDER BY created_at_us LIMIT ?)")
@@ -76,9 +78,9 @@ def path_of(url: str) -> str:
     return url.removeprefix("sqlite:///") or ":memory:"
 
 
-def _row_to_recorded(row: tuple) -> Recorded:
+def _row_to_recorded(row: Sequence[Any]) -> Recorded:
     position, stream_id, version, at, kind, data, digest = row
-    if not all(isinstance(value, t) for value, t in zip(row, _COLUMN_TYPES)):
+    if not all(isinstance(value, t) for value, t in zip(row, _COLUMN_TYPES, strict=True)):
         # SQLite keeps whatever type is written, e.g. text from an UPDATE using replace()
         raise CorruptEvent(f"event at position {position} has a column of the wrong type:"
                            f" {tuple(type(value).__name__ for value in row)}")
@@ -89,12 +91,18 @@ def _row_to_recorded(row: tuple) -> Recorded:
     return Recorded(position, stream_id, version, at, kind, event, data, digest)
 
 
+class _Connections(NamedTuple):
+    """An open recorder's two connections (for `:memory:`, one: each connection is a database)."""
+
+    writer: aiosqlite.Connection
+    reader: aiosqlite.Connection
+
+
 class SQLiteRecorder(Recorder):
     def __init__(self, path: str, *, timeout_s: float = STATEMENT_TIMEOUT_S) -> None:
         self.path = path
         self._timeout_s = timeout_s  # how long a write waits for another process's write lock
-        self._writer: aiosqlite.Connection | None = None
-        self._reader: aiosqlite.Connection | None = None
+        self._connections: _Connections | None = None  # while open
         # aiosqlite serialises calls per connection but not transactions: one at a time.
         self._write_lock = asyncio.Lock()
         self._file_lock = write_lock.beside(path) if path != ":memory:" else None
@@ -104,40 +112,47 @@ class SQLiteRecorder(Recorder):
     def from_url(cls, url: str, *, timeout_s: float = STATEMENT_TIMEOUT_S) -> "SQLiteRecorder":
         return cls(path_of(url), timeout_s=timeout_s)
 
+    @property
+    def _connected(self) -> _Connections:
+        """The connections; RecorderClosed before open() and after close()."""
+        if self._connections is None:
+            raise RecorderClosed(f"the SQLite ledger {self.path} is not open")
+        return self._connections
+
     async def open(self, migrate: bool = True) -> None:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._connections = await self._connect_both(migrate)
+        except BaseException:
+            await self.close()  # a failed open keeps no write-lock thread (nor a scratch store's file)
+            raise
+
+    async def _connect_both(self, migrate: bool) -> _Connections:
+        writer = await self._open_writer(migrate)
+        if self.path == ":memory:":
+            return _Connections(writer, writer)
+        try:
+            return _Connections(writer, await self._connect())
+        except BaseException:
+            await writer.close()  # its thread would outlive us
+            raise
+
+    async def _open_writer(self, migrate: bool) -> aiosqlite.Connection:
+        """The writer connection, the schema checked (or brought up to date, with `migrate`)."""
         # One process at a time connects and creates, converts or upgrades the file (workers
         # start together): SQLite refuses a journal-mode change racing another, without waiting.
         async with self._exclusive(MIGRATE_TIMEOUT_S):
+            writer = await self._connect()
             try:
-                self._writer = await self._connect()
-                await self._prepare(migrate)
+                with unavailable_on(is_outage, DRIVER_ERRORS):
+                    await _prepare(writer, migrate)
             except BaseException:
-                await self.close()  # a failed open keeps no connection: its thread would outlive us
+                await writer.close()  # a failed open keeps no connection: its thread would outlive us
                 raise
-        self._reader = await self._connect() if self.path != ":memory:" else self._writer
+        return writer
 
-    async def _prepare(self, migrate: bool) -> None:
-        if migrate:
-            with unavailable_on(is_outage):
-                await self._create_or_migrate()
-        elif (found := await self._version()) != SCHEMA_VERSION:
-            raise out_of_date(found)
-
-    async def _create_or_migrate(self) -> None:
-        # Under open's exclusive turn, which waits for another process's upgrade as long as an
-        # upgrade may take, not just as long as one write may.
-        await self._writer.executescript(SCHEMA)
-        await self._migrate()
-        await self._writer.executescript(INDEXES)
-
-    async def _version(self) -> int:
-        await self._writer.execute(SCHEMA_VERSIONS)  # an empty table is version 0: nothing to do
-        [(version,)] = await self._writer.execute_fetchall(CURRENT_VERSION)
-        return version
-
-    @reporting_outages(is_outage)
+    @translating
     async def _connect(self) -> aiosqlite.Connection:
         db = await aiosqlite.connect(self.path, isolation_level=None)
         try:
@@ -149,42 +164,12 @@ class SQLiteRecorder(Recorder):
             raise
         return db
 
-    async def _migrate(self) -> None:
-        """Bring a ledger made by an earlier version up to this schema, once."""
-        db = self._writer
-        if await self._version() >= SCHEMA_VERSION:
-            return  # current: nothing to write, so no SQLite write transaction is begun
-        await db.execute("BEGIN IMMEDIATE")  # another process may be opening the same file
-        try:
-            if await self._version() < SCHEMA_VERSION:  # it may have migrated while we waited
-                await self._upgrade()
-                await db.execute("INSERT INTO ledger_schema (version, applied_at_us) VALUES (?, ?)",
-                                 (SCHEMA_VERSION, time.time_ns() // 1000))
-            await db.commit()
-        except BaseException:
-            await db.rollback()
-            raise
-
-    async def _upgrade(self) -> None:
-        if not await self._has_column("content", "created_at_us"):
-            for statement in BACKFILL_CONTENT_TIMES:
-                await self._writer.execute(statement)
-        if not await self._has_column("api_keys", "last_used_at_us"):
-            await self._writer.execute("ALTER TABLE api_keys ADD COLUMN last_used_at_us INTEGER")
-        if not await self._has_column("idempotency_keys", "running_until_us"):  # v6; older rows are settled
-            await self._writer.execute(
-                "ALTER TABLE idempotency_keys ADD COLUMN running_until_us INTEGER NOT NULL DEFAULT 0")
-        for statement in projections.BACKFILL_V5:
-            await self._writer.execute(statement)
-
-    async def _has_column(self, table: str, column: str) -> bool:
-        columns = await self._writer.execute_fetchall(f"PRAGMA table_info({table})")
-        return any(row[1] == column for row in columns)
-
     async def close(self) -> None:
-        for db in {id(c): c for c in (self._reader, self._writer) if c}.values():
-            await db.close()
-        self._writer = self._reader = None
+        connections, self._connections = self._connections, None
+        if connections is not None:
+            await connections.reader.close()
+            if connections.writer is not connections.reader:
+                await connections.writer.close()
         if self._file_lock:
             self._file_lock.close()
 
@@ -213,7 +198,8 @@ class SQLiteRecorder(Recorder):
     async def _append_in_transaction(self, units: Sequence[Append]) -> list[Outcome]:
         # One call on the connection's thread for the whole transaction (aiosqlite's
         # Connection._execute submits a plain function): one hop there and one back per batch.
-        transaction = asyncio.ensure_future(self._writer._execute(sqlite_writes.append, self._writer._conn, units))
+        writer = self._connected.writer
+        transaction = asyncio.ensure_future(writer._execute(sqlite_writes.append, writer._conn, units))
         try:
             return await asyncio.shield(transaction)
         except asyncio.CancelledError:
@@ -224,30 +210,31 @@ class SQLiteRecorder(Recorder):
 
     @translating
     async def read(self, after: int = 0, limit: int = 1000) -> list[Recorded]:
-        rows = await self._reader.execute_fetchall(
+        rows = await self._connected.reader.execute_fetchall(
             f"{SELECT_EVENTS} WHERE position > ? ORDER BY position LIMIT ?", (after, limit))
         return [_row_to_recorded(row) for row in rows]
 
     @translating
     async def read_stream(self, stream_id: str) -> list[Recorded]:
-        rows = await self._reader.execute_fetchall(
+        rows = await self._connected.reader.execute_fetchall(
             f"{SELECT_EVENTS} WHERE stream_id = ? ORDER BY version", (stream_id,))
         return [_row_to_recorded(row) for row in rows]
 
     @translating
     async def _fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
-        return list(await self._reader.execute_fetchall(sql, tuple(params)))
+        rows = await self._connected.reader.execute_fetchall(sql, tuple(params))
+        return cast(list[tuple], list(rows))  # typed as sqlite3.Row; with no row_factory set, tuples
 
     @translating
     async def remove_text(self, before_us: int, now_us: int, limit: int = 1000) -> int:
         async with self._exclusive():
-            cursor = await self._writer.execute(REMOVE_TEXT, (now_us, before_us, limit))
+            cursor = await self._connected.writer.execute(REMOVE_TEXT, (now_us, before_us, limit))
             return cursor.rowcount
 
     @translating
     async def rebuild(self, batches: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
         async with self._exclusive():
-            db = self._writer
+            db = self._connected.writer
             await db.execute("BEGIN IMMEDIATE")
             try:
                 if reset:
@@ -265,19 +252,20 @@ class SQLiteRecorder(Recorder):
     async def snapshot(self) -> AsyncIterator[None]:
         # A read transaction pins one WAL snapshot for every read on the reader connection.
         async with self._snapshot_lock:
+            reader = self._connected.reader
             with unavailable_on(is_outage):
-                await self._reader.execute("BEGIN")
+                await reader.execute("BEGIN")
             try:
                 yield
             finally:
                 with unavailable_on(is_outage):
-                    await self._reader.execute("COMMIT")
+                    await reader.execute("COMMIT")
 
     def scratch(self) -> "SQLiteRecorder":
         directory = None if self.path == ":memory:" else str(Path(self.path).parent)
-        handle = tempfile.NamedTemporaryFile(prefix="replay-", suffix=".db", dir=directory, delete=False)
-        handle.close()
-        return _ScratchSQLiteRecorder(handle.name)
+        fd, path = tempfile.mkstemp(prefix="replay-", suffix=".db", dir=directory)
+        os.close(fd)  # the file only reserves the name; the scratch recorder opens it itself
+        return _ScratchSQLiteRecorder(path)
 
 
 class _ScratchSQLiteRecorder(SQLiteRecorder):
@@ -294,4 +282,58 @@ class _ScratchSQLiteRecorder(SQLiteRecorder):
 
     async def close(self) -> None:
         await super().close()
-        Path(self.path).unlink(missing_ok=True)
+        await asyncio.to_thread(Path(self.path).unlink, missing_ok=True)
+
+
+async def _prepare(db: aiosqlite.Connection, migrate: bool) -> None:
+    if migrate:
+        await _create_or_migrate(db)
+    elif (found := await _version(db)) != SCHEMA_VERSION:
+        raise out_of_date(found)
+
+
+async def _create_or_migrate(db: aiosqlite.Connection) -> None:
+    # Under open's exclusive turn, which waits for another process's upgrade as long as an
+    # upgrade may take, not just as long as one write may.
+    await db.executescript(SCHEMA)
+    await _migrate(db)
+    await db.executescript(INDEXES)
+
+
+async def _version(db: aiosqlite.Connection) -> int:
+    await db.execute(SCHEMA_VERSIONS)  # an empty table is version 0: nothing to do
+    [(version,)] = await db.execute_fetchall(CURRENT_VERSION)
+    return version
+
+
+async def _migrate(db: aiosqlite.Connection) -> None:
+    """Bring a ledger made by an earlier version up to this schema, once."""
+    if await _version(db) >= SCHEMA_VERSION:
+        return  # current: nothing to write, so no SQLite write transaction is begun
+    await db.execute("BEGIN IMMEDIATE")  # another process may be opening the same file
+    try:
+        if await _version(db) < SCHEMA_VERSION:  # it may have migrated while we waited
+            await _upgrade(db)
+            await db.execute("INSERT INTO ledger_schema (version, applied_at_us) VALUES (?, ?)",
+                             (SCHEMA_VERSION, time.time_ns() // 1000))
+        await db.commit()
+    except BaseException:
+        await db.rollback()
+        raise
+
+
+async def _upgrade(db: aiosqlite.Connection) -> None:
+    if not await _has_column(db, "content", "created_at_us"):
+        for statement in BACKFILL_CONTENT_TIMES:
+            await db.execute(statement)
+    if not await _has_column(db, "api_keys", "last_used_at_us"):
+        await db.execute("ALTER TABLE api_keys ADD COLUMN last_used_at_us INTEGER")
+    if not await _has_column(db, "idempotency_keys", "running_until_us"):  # v6; older rows are settled
+        await db.execute("ALTER TABLE idempotency_keys ADD COLUMN running_until_us INTEGER NOT NULL DEFAULT 0")
+    for statement in projections.BACKFILL_V5:
+        await db.execute(statement)
+
+
+async def _has_column(db: aiosqlite.Connection, table: str, column: str) -> bool:
+    columns = await db.execute_fetchall(f"PRAGMA table_info({table})")
+    return any(row[1] == column for row in columns)

@@ -7,7 +7,8 @@ handle one exception whichever driver is underneath.
 
 import contextlib
 import functools
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any, ParamSpec, TypeVar
 
 from ledger.recorder import DatabaseError, LedgerUnavailable
 
@@ -16,6 +17,9 @@ CONNECT_TIMEOUT_S = 2.0  # establishing a new connection to a database server
 # Opening with a schema upgrade: the upgrade backfills projections and may take a while, once,
 # while every other process opening the same store (workers started together) waits for it.
 MIGRATE_TIMEOUT_S = 600.0
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -38,12 +42,13 @@ def _text(what: str, exc: BaseException) -> str:
 
 
 def reporting_outages(is_outage: Callable[[BaseException], bool],
-                      driver_errors: tuple[type[BaseException], ...] = ()):
+                      driver_errors: tuple[type[BaseException], ...] = (),
+                      ) -> Callable[[Callable[P, Coroutine[Any, Any, T]]], Callable[P, Coroutine[Any, Any, T]]]:
     """Decorate an async method so that the outages `is_outage` recognises raise LedgerUnavailable
     (and the other `driver_errors`, DatabaseError)."""
-    def decorate(method: Callable[..., Awaitable]) -> Callable[..., Awaitable]:
+    def decorate(method: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
         @functools.wraps(method)
-        async def translated(*args, **kwargs):
+        async def translated(*args: P.args, **kwargs: P.kwargs) -> T:
             with unavailable_on(is_outage, driver_errors):
                 return await method(*args, **kwargs)
         return translated

@@ -75,7 +75,9 @@ class GroupCommitWriter:
         started = time.monotonic()
         try:
             outcomes = await self._recorder.append([unit for unit, _, _ in batch])
-        except Exception as exc:  # the database failed: every caller in the batch must hear it
+        except Exception as exc:  # noqa: BLE001 - not hidden: every caller in the batch is handed it
+            # Whatever failed (an outage, a refused statement, a bug), each caller hears it and the
+            # writer goes on with the next batch; a narrower catch would leave callers waiting forever.
             self._failed(exc)
             for _, future, _ in batch:
                 if not future.done():
@@ -87,7 +89,7 @@ class GroupCommitWriter:
         self.batches += 1
         self.largest_batch = max(self.largest_batch, len(batch))
         self._observe(len(batch), time.monotonic() - started)
-        for (_, future, _), outcome in zip(batch, outcomes):
+        for (_, future, _), outcome in zip(batch, outcomes, strict=True):  # one outcome per unit
             if future.done():
                 continue
             if isinstance(outcome, Exception):

@@ -19,7 +19,7 @@ from ledger.events import RequestCompleted, encode_event
 from ledger.events import KeyLimitsSet, ProviderKeyRemoved, ProviderKeySet
 from ledger.recorder import (
     GENESIS_HASH, SCHEMA_VERSION, Append, AppendRejected, ConcurrencyError, CorruptEvent,
-    InsufficientCredit, Recorder, SchemaOutOfDate, Secret, chain_hash,
+    InsufficientCredit, Recorder, RecorderClosed, SchemaOutOfDate, Secret, chain_hash,
 )
 from ledger.writer import GroupCommitWriter
 from claims_contract import ClaimsContract
@@ -104,6 +104,17 @@ class RecorderContract(ClaimsContract, QueriesContract, abc.ABC):
         assert [r.position for r in events] == [1, 2, 3, 4, 5, 6]
         assert [(r.stream_id, r.version) for r in events] == [
             ("acme", 1), ("beta", 1), ("acme", 2), ("acme", 3), ("beta", 2), ("acme", 4)]
+
+    async def test_a_recorder_not_open_says_so_as_unavailable(self, tmp_path):
+        recorder = self.make_recorder(tmp_path)
+        with pytest.raises(RecorderClosed, match="not open"):
+            await recorder.read()
+        await recorder.open()
+        await append_ok(recorder, unit("acme", org()))
+        await recorder.close()
+        for use in (recorder.read(), recorder.append([unit("acme", credits(5))]), recorder._fetch("SELECT 1")):
+            with pytest.raises(RecorderClosed, match="not open"):  # a LedgerUnavailable: a client may retry
+                await use
 
     async def test_appending_no_units_returns_no_outcomes(self, recorder):
         assert await recorder.append([]) == []
@@ -406,7 +417,7 @@ class RecorderContract(ClaimsContract, QueriesContract, abc.ABC):
             await self.execute_raw(tmp_path, statement)
         hello = original[HELLO_POSITION - 1]
         tampered = hello.data.replace(b'"hello"', b'"hellp"')
-        assert sum(a != b for a, b in zip(hello.data, tampered)) == 1
+        assert sum(a != b for a, b in zip(hello.data, tampered, strict=True)) == 1
         await self.execute_raw(tmp_path, "UPDATE events SET data = ? WHERE position = ?",
                                [tampered, HELLO_POSITION])
         assert (await recorder.read(after=HELLO_POSITION - 1, limit=1))[0].event == credits(1_000_000_000, "hellp")
@@ -421,7 +432,7 @@ class RecorderContract(ClaimsContract, QueriesContract, abc.ABC):
                                [b'{"type":"credits_added","amount_inr_nano":"lots"}', HELLO_POSITION])
         with pytest.raises(CorruptEvent, match=f"position {HELLO_POSITION}"):
             await recorder.read()
-        checked, [problem] = await audit.verify(recorder)
+        _checked, [problem] = await audit.verify(recorder)
         assert f"position {HELLO_POSITION}" in problem
 
     # -- group commit ---------------------------------------------------------------------------
@@ -518,7 +529,7 @@ class RecorderContract(ClaimsContract, QueriesContract, abc.ABC):
 
     async def test_music_tracks_and_idempotency_keys_are_projected(self, recorder):
         await append_ok(recorder, unit("acme", org()))
-        [[track]] = await append_ok(recorder, unit("acme", music("r1", idempotency_key="k", request_hash="h1")))
+        [[_track]] = await append_ok(recorder, unit("acme", music("r1", idempotency_key="k", request_hash="h1")))
         await append_ok(recorder, unit("acme", music("r2", idempotency_key="k", request_hash="h2")))
         assert await recorder._fetch("SELECT request_id, org_id, storage, object_key, size, expired_at_us"
                                     " FROM music_tracks ORDER BY position") == [
@@ -602,8 +613,8 @@ class RecorderContract(ClaimsContract, QueriesContract, abc.ABC):
         await append_ok(recorder, unit("acme", org(), key("k1"), KeyLimitsSet(key_id="k1", requests_per_minute=5)))
         await append_ok(recorder, unit("acme", KeyLimitsSet(key_id="k1", requests_per_minute=7, tokens_per_minute=90)))
         await append_ok(recorder, unit("evil", org(), KeyLimitsSet(key_id="k1", requests_per_minute=1)))
-        assert await recorder._fetch("SELECT key_id, org_id, requests_per_minute, tokens_per_minute FROM key_limits") == [
-            ("k1", "acme", 7, 90)]
+        limits = await recorder._fetch("SELECT key_id, org_id, requests_per_minute, tokens_per_minute FROM key_limits")
+        assert limits == [("k1", "acme", 7, 90)]
         assert (await audit.verify(recorder))[1] == []
 
     async def test_requests_roll_up_per_org_day_route_model_and_status_and_touch_their_key(self, recorder):

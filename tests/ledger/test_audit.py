@@ -56,7 +56,7 @@ async def test_events_refuse_delete(ledger, tamper):
 async def test_verify_catches_one_changed_byte_inside_the_data(unguarded, tamper):
     original = (await event_at(unguarded, P)).data
     data = original.replace(b'"hello"', b'"hellp"')
-    assert len(data) == len(original) and sum(a != b for a, b in zip(original, data)) == 1
+    assert len(data) == len(original) and sum(a != b for a, b in zip(original, data, strict=True)) == 1
     assert decode_event(data) == credits(1_000_000_000, "hellp")
     await tamper(("UPDATE events SET data = ? WHERE position = ?", [data, P]))
     assert await audit.verify(unguarded) == (POPULATED, [f"position {P} (stream acme v4): hash mismatch"])
@@ -122,14 +122,14 @@ async def test_verify_reports_an_undecodable_event_instead_of_crashing(unguarded
 
 async def test_verify_reports_an_event_of_an_unknown_type(unguarded, tamper):
     await tamper(("UPDATE events SET data = ? WHERE position = ?", [b'{"type":"gift","amount":1}', P]))
-    checked, [problem] = await audit.verify(unguarded)
+    _checked, [problem] = await audit.verify(unguarded)
     assert problem.startswith(f"event at position {P} does not decode: ")
 
 
 async def test_verify_reports_data_rewritten_as_text_by_sql(unguarded, tamper):
     # replace() returns TEXT, so the most obvious SQL tamper also changes the column's type
     await tamper(("UPDATE events SET data = replace(data, 'hello', 'hellp') WHERE position = ?", [P]))
-    checked, [problem] = await audit.verify(unguarded)
+    _checked, [problem] = await audit.verify(unguarded)
     assert problem == (f"event at position {P} has a column of the wrong type:"
                        " ('int', 'str', 'int', 'int', 'str', 'str', 'bytes')")
 

@@ -4,8 +4,6 @@ leave exactly the tables that appending its units one at a time leaves.
 Round trips are counted on the wire, by a proxy between the recorder and the server (pg_wire).
 """
 
-import hashlib
-
 from ledger import projections
 from ledger.events import CreditsHeld, HoldReleased
 from ledger.postgres import PostgresRecorder

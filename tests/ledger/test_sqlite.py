@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ledger import audit
+from ledger.recorder import DatabaseError
 from ledger.sqlite import SQLiteRecorder, path_of
 from ledger.timeouts import STATEMENT_TIMEOUT_S
 from ledger.writer import GroupCommitWriter
@@ -39,15 +40,15 @@ async def pragma(db, name: str):
 
 
 async def test_writer_connection_is_wal_with_synchronous_full(sqlite_recorder):
-    writer = sqlite_recorder._writer
+    writer = sqlite_recorder._connected.writer
     assert await pragma(writer, "journal_mode") == "wal"
     assert await pragma(writer, "synchronous") == 2  # FULL
     assert await pragma(writer, "busy_timeout") == STATEMENT_TIMEOUT_S * 1000  # bounded: then LedgerUnavailable
 
 
 async def test_reader_connection_is_a_second_wal_connection(sqlite_recorder):
-    reader = sqlite_recorder._reader
-    assert reader is not sqlite_recorder._writer
+    reader = sqlite_recorder._connected.reader
+    assert reader is not sqlite_recorder._connected.writer
     assert await pragma(reader, "journal_mode") == "wal"
 
 
@@ -168,7 +169,7 @@ async def test_an_append_batch_is_one_call_on_the_database_thread(sqlite_recorde
 
 async def test_a_cancelled_append_keeps_the_write_lock_until_its_transaction_has_ended(sqlite_recorder, ledger_path):
     await append_ok(sqlite_recorder, unit("acme", org()))
-    busy = asyncio.ensure_future(sqlite_recorder._writer._execute(time.sleep, 0.3))  # the thread is busy
+    busy = asyncio.ensure_future(sqlite_recorder._connected.writer._execute(time.sleep, 0.3))  # the thread is busy
     appending = asyncio.ensure_future(sqlite_recorder.append([unit("acme", request("r1"))]))
     await asyncio.sleep(0.05)
     appending.cancel()
@@ -177,7 +178,7 @@ async def test_a_cancelled_append_keeps_the_write_lock_until_its_transaction_has
     with pytest.raises(asyncio.CancelledError):
         await appending
     await busy
-    assert lock_is_free(ledger_path) and not sqlite_recorder._writer._conn.in_transaction
+    assert lock_is_free(ledger_path) and not sqlite_recorder._connected.writer._conn.in_transaction
     assert len(await sqlite_recorder.read()) == 2  # the thread ran it to its end: here a commit
 
 
@@ -198,7 +199,7 @@ async def test_a_failed_open_leaves_no_connection_thread_behind(tmp_path):
     path = tmp_path / "not-a-ledger.db"
     path.write_bytes(b"this is not a SQLite database" * 100)
     before = {t.ident for t in threading.enumerate()}
-    with pytest.raises(Exception):
+    with pytest.raises(DatabaseError, match="file is not a database"):
         await SQLiteRecorder(str(path)).open()
     await asyncio.sleep(0.1)  # a closed connection's thread ends on its own
     assert {t.ident for t in threading.enumerate() if t.is_alive()} <= before
