@@ -7,4 +7,5 @@ It imports `ledger` and `storage`, never `gateway`; several may run at once on d
 - `worklist`: what is due, read from the ledger's projections through partial indexes.
 - `sweep`: one pass (delete first, then mark) and its report.
 - `runner`: the loop, its signals, and its one log line per pass; `cli`: the command line.
+- `log_setup`: every line on stderr as JSON, the standard library's loggers' too.
 """

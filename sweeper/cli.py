@@ -6,7 +6,7 @@ import sys
 from datetime import UTC, datetime
 
 from storage.errors import StorageError
-from sweeper import runner
+from sweeper import log_setup, runner
 from sweeper.settings import SettingsError, load
 
 
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    runner.configure_logging()
+    log_setup.configure()
     try:
         settings = load(args.config)
         if args.once:

@@ -1,4 +1,4 @@
-"""The sweeper process: its resources, one pass or a pass every interval, and its log lines.
+"""The sweeper process: its resources, one pass or a pass every interval, and its pass lines.
 
 Without --once it sweeps every `sweeper.interval_s`, give or take a tenth (so sweepers started
 together drift apart), and on SIGTERM or SIGINT it finishes the page in hand and exits 0.
@@ -17,20 +17,11 @@ import orjson
 import structlog
 
 from ledger.backends import recorder_for
-from storage.objects import ObjectStore
+from storage.settings import open_store
 from sweeper.settings import Settings
 from sweeper.sweep import PassReport, Sweeper
 
 JITTER = 0.1
-
-
-def configure_logging() -> None:
-    """JSON lines on stderr through orjson, like the gateway's."""
-    structlog.configure(
-        processors=[structlog.processors.add_log_level,
-                    structlog.processors.TimeStamper(fmt="iso", utc=True),
-                    structlog.processors.JSONRenderer(serializer=orjson.dumps)],
-        logger_factory=structlog.BytesLoggerFactory(sys.stderr.buffer))
 
 
 @contextlib.asynccontextmanager
@@ -40,23 +31,10 @@ async def open_sweeper(settings: Settings) -> AsyncIterator[Sweeper]:
     recorder = recorder_for(settings.ledger.url)
     await recorder.open()
     try:
-        async with _store(settings) as store:
+        async with open_store(settings.storage, create_bucket=False) as store:
             yield Sweeper(recorder, store, settings.storage.retention_days, settings.retention.text_days)
     finally:
         await recorder.close()
-
-
-@contextlib.asynccontextmanager
-async def _store(settings: Settings) -> AsyncIterator[ObjectStore | None]:
-    storage = settings.storage
-    if not storage.s3_endpoint_url:
-        yield None
-        return
-    async with ObjectStore.connect(
-            endpoint_url=storage.s3_endpoint_url, region=storage.s3_region,
-            access_key_id=storage.s3_access_key_id, secret_access_key=storage.s3_secret_access_key,
-            bucket=storage.s3_bucket, create_bucket=False) as store:
-        yield store
 
 
 def log_pass(report: PassReport) -> None:

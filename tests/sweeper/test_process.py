@@ -2,10 +2,12 @@
 real SQLite file, the S3 API server, and kill -9 where a crash is the point."""
 
 import asyncio
+import json
 import signal
 import sqlite3
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -14,7 +16,7 @@ from ledger.sqlite import path_of
 from support import auth, count_objects
 from sweeper_helpers import (
     DAY, as_of, created_at, expiry_events, finish, host_tracks, pass_lines, run_sweeper, start_sweeper,
-    sweeper_toml,
+    sweeper_env, sweeper_toml,
 )
 
 
@@ -175,6 +177,41 @@ async def test_the_loop_sweeps_then_stops_cleanly_on_a_signal(recorder, store, s
     result = await finish(proc, timeout=15)
     assert result.returncode == 0, result.stderr
     assert pass_lines(result.stderr)[0]["deleted"] == 3 and '"sweeper_stopped"' in result.stderr
+
+
+# The sweeper's own entry point, then lines from the standard library's loggers as the ledger and
+# storage write them (the sweeper's code paths log nothing there unless something goes wrong).
+WITH_LIBRARY_LINES = textwrap.dedent("""
+    import logging, sys
+    from sweeper.cli import main
+    status = main(sys.argv[1:])
+    logging.getLogger("ledger.writer").warning("ledger commits fail, each caller is told: %s", "outage")
+    try:
+        raise OSError("disk gone")
+    except OSError:
+        logging.getLogger("storage.serving").exception("aborted the response")
+    logging.getLogger("ledger.follower").debug("below the level: not written")
+    sys.exit(status)
+""")
+
+
+async def test_every_stderr_line_is_json_the_standard_library_loggers_too(recorder, store, s3_client, config_file):
+    await host_tracks(recorder, s3_client, store.bucket, 2)
+    later = as_of(await created_at(recorder) + 31 * DAY)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", WITH_LIBRARY_LINES, "--config", str(config_file()), "--once", "--as-of", later,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=sweeper_env())
+    result = await finish(proc)
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stderr.splitlines()]  # raises on a line that is not JSON
+    assert [line["deleted"] for line in lines if line["event"] == "sweep_pass"] == [2]
+    library = {line["logger"]: line for line in lines if "logger" in line}
+    assert {"ledger.writer", "storage.serving"} <= library.keys() and "ledger.follower" not in library
+    writer, serving = library["ledger.writer"], library["storage.serving"]
+    assert (writer["event"], writer["level"]) == ("ledger commits fail, each caller is told: outage", "warning")
+    assert (serving["event"], serving["level"]) == ("aborted the response", "error")
+    assert serving["exception"].startswith("Traceback") and serving["exception"].endswith("OSError: disk gone")
+    assert all(line["timestamp"].endswith("Z") for line in (writer, serving))
 
 
 async def test_a_missing_bucket_is_an_error_and_is_not_created(recorder, config_file, s3_client):
