@@ -5,7 +5,7 @@ Every S3 failure surfaces as StorageError. Objects are streamed, never read whol
 
 import contextlib
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any
 
 import msgspec
@@ -138,7 +138,7 @@ class ObjectStore:
 
     async def stream(self, key: str, start: int | None = None, end: int | None = None,
                      chunk_size: int = 64 * 1024, *,
-                     if_match: str | None = None) -> AsyncIterator[bytes]:
+                     if_match: str | None = None) -> AsyncGenerator[bytes, None]:
         """Yield bytes [start, end] inclusive of the object (all of it when both are None).
 
         Chunks of at most `chunk_size` bytes are yielded as they arrive from S3; the object

@@ -8,7 +8,7 @@ connection, so the client sees a truncated response rather than a short one pass
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 import msgspec
 from aiohttp import hdrs, web
@@ -50,7 +50,8 @@ async def serve_object(request: web.Request, store: ObjectStore, obj: StoredObje
     """
     if request.method not in (hdrs.METH_GET, hdrs.METH_HEAD):
         raise web.HTTPMethodNotAllowed(request.method, [hdrs.METH_GET, hdrs.METH_HEAD])
-    headers = {hdrs.ACCEPT_RANGES: "bytes", hdrs.ETAG: obj.etag, hdrs.CACHE_CONTROL: cache_control}
+    headers: dict[str, str] = {hdrs.ACCEPT_RANGES: "bytes", hdrs.ETAG: obj.etag,
+                               hdrs.CACHE_CONTROL: cache_control}
     if none_match(request.headers.get(hdrs.IF_NONE_MATCH), obj.etag):
         return web.Response(status=304, headers=headers)
     answer = choose(request.headers.get(hdrs.RANGE), request.headers.get(hdrs.IF_RANGE),
@@ -125,7 +126,7 @@ async def _send(request: web.Request, store: ObjectStore, obj: StoredObject,
     return response
 
 
-def _read(store: ObjectStore, obj: StoredObject, piece: Piece) -> AsyncIterator[bytes]:
+def _read(store: ObjectStore, obj: StoredObject, piece: Piece) -> AsyncGenerator[bytes, None]:
     """The piece's bytes from S3, refused if the object is no longer the one we describe."""
     return store.stream(obj.key, piece.first, piece.last, if_match=obj.etag)
 
