@@ -208,7 +208,7 @@ def compose(parsed: wire.MessagesRequest, found: AnthropicDirectives, plan: Plan
     texts, stop = cut_at_stop(list(iter_tokens(plan.tokens)), parsed.stop_sequences or [])
     stop_reason = _stop_reason(stop, plan.truncated, found.refusal, tool is not None)
     call = None
-    if stop_reason == "tool_use":
+    if stop_reason == "tool_use" and tool is not None:  # tool_use comes only with a tool
         call_id = f"toolu_sim_{uuid.uuid4().hex[:24]}"
         call = ToolCall(call_id, tool.name, tool_input(tool.input_schema))
     prompt_tokens = count_prompt_tokens(wire.request_texts(parsed))

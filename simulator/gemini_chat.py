@@ -47,6 +47,7 @@ from simulator.gemini_wire import (
     IMAGE_TOKENS,
     ChatRequest,
     Content,
+    FunctionCall,
     FunctionDeclaration,
     InvalidArgument,
     Part,
@@ -242,7 +243,7 @@ def _part_texts(part: Part) -> Iterable[str]:
     function = part.function_call or part.function_response
     if function is None:
         return []
-    value = function.args if part.function_call else function.response
+    value = function.args if isinstance(function, FunctionCall) else function.response
     return [function.name, orjson.dumps(value or {}).decode()]
 
 

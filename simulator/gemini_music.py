@@ -129,7 +129,7 @@ def music_answer(model: MusicModel, call: MusicCall) -> web.Response:
 def song_body(model: MusicModel, call: MusicCall) -> dict[str, Any]:
     """The successful answer: lyrics text and (unless no_audio) the MP3, with usage."""
     text = song_text(call.prompt, model.sections)
-    parts = [text_part(text)]
+    parts: list[dict[str, Any]] = [text_part(text)]
     tokens = len(text.split())
     if not call.directives.no_audio:
         parts.append(inline_data_part(AUDIO_MIME_TYPE, song_mp3(model, call.request)))

@@ -97,10 +97,15 @@ class Content(msgspec.Struct):
     role: str | None = None
 
 
-class GenerateContentRequest(msgspec.Struct, rename="camel"):
-    """The fields the simulator reads; unknown fields are accepted and ignored."""
+class ContentsRequest(msgspec.Struct, rename="camel"):
+    """What every generateContent request holds and every model reads: its contents."""
 
     contents: Annotated[list[Content], msgspec.Meta(min_length=1)]
+
+
+class GenerateContentRequest(ContentsRequest):
+    """A non-chat model's request: the fields it reads; unknown fields are accepted and ignored."""
+
     generation_config: dict[str, Any] | None = None
 
 
@@ -159,7 +164,7 @@ class GenerationConfig(msgspec.Struct, rename="camel", forbid_unknown_fields=Tru
     enable_enhanced_civic_answers: bool | None = None
 
 
-class ChatRequest(GenerateContentRequest, forbid_unknown_fields=True):
+class ChatRequest(ContentsRequest, forbid_unknown_fields=True):
     """A chat model's generateContent request: an unknown field is a 400, as the real API answers."""
 
     generation_config: GenerationConfig | None = None
@@ -175,11 +180,16 @@ class ChatRequest(GenerateContentRequest, forbid_unknown_fields=True):
         return [f for tool in self.tools or () for f in tool.function_declarations or ()]
 
 
-_Request = TypeVar("_Request", bound=GenerateContentRequest)
+_Request = TypeVar("_Request", bound=ContentsRequest)
 
 
-def parse_generate_content(body: Any, schema: type[_Request] = GenerateContentRequest) -> _Request:
+def parse_generate_content(body: Any) -> GenerateContentRequest:
     """The validated request in decoded JSON `body` (None: unparsable); raises InvalidArgument."""
+    return _parse(body, GenerateContentRequest)
+
+
+def _parse(body: Any, schema: type[_Request]) -> _Request:
+    """`body` as `schema`, every part holding one valid kind of data; raises InvalidArgument."""
     if body is None:
         raise InvalidArgument("Invalid JSON payload received.")
     try:
@@ -193,7 +203,7 @@ def parse_generate_content(body: Any, schema: type[_Request] = GenerateContentRe
 
 def parse_chat_request(body: Any) -> ChatRequest:
     """A chat model's validated request: roles user/model, a text-only systemInstruction."""
-    request = parse_generate_content(body, ChatRequest)
+    request = _parse(body, ChatRequest)
     if any(content.role not in (None, "user", "model") for content in request.contents):
         raise InvalidArgument("Please use a valid role: user, model.")
     system = request.system_instruction
@@ -216,12 +226,12 @@ def _check_part(index: int, part: Part) -> None:
             raise InvalidArgument(f"Part {index}: inlineData.data is not valid base64.") from None
 
 
-def request_texts(request: GenerateContentRequest) -> list[list[str]]:
+def request_texts(request: ContentsRequest) -> list[list[str]]:
     """The text pieces of each content, in order."""
     return [[p.text for p in content.parts if p.text is not None] for content in request.contents]
 
 
-def prompt_token_count(request: GenerateContentRequest) -> int:
+def prompt_token_count(request: ContentsRequest) -> int:
     """promptTokenCount of `request` (see the module docstring)."""
     images = sum(p.inline_data is not None for c in request.contents for p in c.parts)
     return count_prompt_tokens(request_texts(request)) + IMAGE_TOKENS * images

@@ -34,7 +34,7 @@ from simulator.openai_media import NO_ANSWER_DIRECTIVES, NO_SPEECH_DIRECTIVES, A
     bad_request, convert, json_body, media_directives, media_plan, refusal
 from simulator.openai_wire import json_response
 from simulator.plan import Plan
-from simulator.recording import RECORD_KEY
+from simulator.recording import RECORD_KEY, Outcome
 from simulator.settings import SETTINGS_KEY
 from simulator.textgen import completion_text
 
@@ -115,7 +115,7 @@ async def create_speech(request: web.Request) -> web.StreamResponse:
 
 
 async def _send_audio(request: web.Request, response: web.StreamResponse, pieces: list[bytes],
-                      plan: Plan) -> str:
+                      plan: Plan) -> Outcome:
     cut = plan.drop_after if plan.drop_after is not None else plan.hang_after
     for index, piece in enumerate(pieces[:cut]):
         if index and not await pace(request, CHUNK_INTERVAL_S):

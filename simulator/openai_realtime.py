@@ -127,7 +127,8 @@ def session_object(model: str) -> dict[str, Any]:
 
 def item_texts(item: dict[str, Any]) -> list[str]:
     """The text pieces of a conversation item: each content part's text or transcript."""
-    parts = item.get("content") if isinstance(item.get("content"), list) else []
+    content = item.get("content")
+    parts = content if isinstance(content, list) else []
     texts = (part.get("text") or part.get("transcript") for part in parts if isinstance(part, dict))
     return [text for text in texts if isinstance(text, str)]
 
@@ -241,7 +242,9 @@ class Session:
             await self.error("invalid_directive", str(exc), event)
             return None
         self.pending = []
-        options = event.get("response") if isinstance(event.get("response"), dict) else {}
+        options = event.get("response")
+        if not isinstance(options, dict):
+            options = {}
         return await Response(self, directives, options).stream()
 
 
