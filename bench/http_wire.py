@@ -7,6 +7,7 @@ upstream: Content-Length and chunked bodies, no trailers, no redirects.
 
 import asyncio
 from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 OnBody = Callable[[bytes], None]
@@ -18,16 +19,28 @@ CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "benchm
 def post_request(url: str, key: str, body: bytes) -> tuple[str, int, bytes]:
     """(host, port, the bytes of the POST) for `url`, sent unchanged for every request."""
     parts = urlsplit(url)
+    if parts.hostname is None or parts.port is None:
+        raise ValueError(f"{url!r} must name a host and a port")
     head = (f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nAuthorization: Bearer {key}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
     return parts.hostname, parts.port, head.encode() + body
+
+
+@runtime_checkable
+class Pipe(Protocol):
+    """What a connection uses of its transport. Checked by shape, not by class: uvloop's
+    transports have these methods without deriving from asyncio.Transport."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class Connection(asyncio.Protocol):
     """One keep-alive connection carrying one request at a time."""
 
     def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
+        self.transport: Pipe | None = None  # set once connected
         self.buffer = bytearray()
         self.waiter: asyncio.Future | None = None
         self.on_body: OnBody | None = None
@@ -37,6 +50,8 @@ class Connection(asyncio.Protocol):
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if not isinstance(transport, Pipe):
+            raise TypeError(f"a stream transport is needed, not {type(transport).__name__}")
         self.transport = transport
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -46,6 +61,8 @@ class Connection(asyncio.Protocol):
 
     def request(self, raw: bytes, on_body: OnBody | None = None) -> asyncio.Future:
         """Send `raw`; the future resolves to the status once the whole response is read."""
+        if self.transport is None:
+            raise ConnectionError("request on a connection not yet made")
         self.waiter = asyncio.get_running_loop().create_future()
         self.on_body, self.state = on_body, self._head
         self.transport.write(raw)
