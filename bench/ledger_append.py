@@ -39,7 +39,7 @@ def org_units(org_id: str) -> list[Append]:
 
 
 def request_unit(org_id: str, n: int, run: str) -> Append:
-    """One chat completion's unit: its charge and its text, like gateway.charges.record."""
+    """One chat completion's unit: its charge and its text, like gateway.billing.charging.record."""
     request_id = f"req_{run}_{n:09d}"
     content = Content(f"cnt_{run}_{n:09d}", TEXT, hashlib.sha256(TEXT).hexdigest())
     event = RequestCompleted(

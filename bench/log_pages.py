@@ -2,7 +2,7 @@
 
 Fills a SQLite ledger's request_log projection directly (a read benchmark: the rows need not
 come from events) with `--rows` requests of a few orgs, routes, models and statuses, then times
-the gateway's own page query (gateway.request_logs.page_sql through the recorder) for the first
+the gateway's own page query (gateway.dashboard.request_log.page_sql through the recorder) for the first
 page, a page deep in the log and filtered pages, and the overview's rollup read; prints a table.
 
     python -m bench.log_pages [--rows 2000000] [--repeat 50]
@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gateway.request_logs import page_sql, parse_query
+from gateway.dashboard.request_log import page_sql, parse_query
 from ledger.queries import USAGE
 from ledger.projections import BACKFILL_V5, INSERT_REQUEST, US_PER_DAY
 from ledger.sqlite import SQLiteRecorder

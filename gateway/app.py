@@ -1,49 +1,36 @@
-"""The application factory: one cleanup context per resource, typed keys, thin handlers."""
+"""The application factory: one cleanup context per resource, typed keys (gateway.state), thin
+handlers (gateway.handlers, which holds the route table)."""
 
 from collections.abc import AsyncIterator
 
 import aiohttp
-import msgspec
 from aiohttp import web
-from redis.asyncio import Redis
 
 from gateway import providers, realtime, redis_client
+from gateway.body_budget import BodyBudget
 from gateway.catalogue import Catalogue
 from gateway.config import Config, LedgerConfig
 from gateway.directory import Directory
 from gateway.handlers import MAX_BODY_BYTES, setup_routes
-from gateway.idempotency import IdempotencyKeys
-from gateway.body_budget import BODY_BUDGET, BodyBudget
 from gateway.intake import intake
 from gateway.limits import RateLimiter
+from gateway.metrics import Metrics
 from gateway.middleware import add_request_id, authenticate, observe
+from gateway.music.idempotency import IdempotencyKeys
+from gateway.music.links import Signer
 from gateway.provider_keys import ProviderKeys
 from gateway.providers.http import Upstream
 from gateway.redaction import Redactor
 from gateway.sealing import Sealer
 from gateway.services import Services
-from gateway.signing import Signer
-from gateway.metrics import Metrics
-from gateway.state import METRICS, SERVICES
+from gateway.state import (
+    BODY_BUDGET, CONFIG, LEDGER, METRICS, REDIS, SERVICES, SESSIONS, STORE, UPSTREAM, Ledger,
+)
 from ledger.backends import recorder_for
 from ledger.follower import LogFollower
 from ledger.recorder import Recorder
 from ledger.writer import GroupCommitWriter
 from storage.objects import ObjectStore
-
-
-class Ledger(msgspec.Struct, frozen=True):
-    recorder: Recorder
-    writer: GroupCommitWriter
-    directory: Directory
-    follower: LogFollower
-
-
-CONFIG = web.AppKey("config", Config)
-LEDGER = web.AppKey("ledger", Ledger)
-UPSTREAM = web.AppKey("upstream", Upstream)
-REDIS = web.AppKey("redis", Redis | None)
-STORE = web.AppKey("store", ObjectStore | None)
 
 
 def create_app(config: Config) -> web.Application:
@@ -53,7 +40,7 @@ def create_app(config: Config) -> web.Application:
     app[CONFIG] = config
     app[METRICS] = Metrics(config.storage.retention_days)
     app.on_response_prepare.append(add_request_id)
-    app[realtime.SESSIONS] = set()
+    app[SESSIONS] = set()
     app.on_shutdown.append(realtime.end_sessions)
     app.cleanup_ctx.extend([ledger_ctx, upstream_ctx, redis_ctx, storage_ctx, services_ctx])
     setup_routes(app)
@@ -92,10 +79,10 @@ async def upstream_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def redis_ctx(app: web.Application) -> AsyncIterator[None]:
-    app[REDIS] = redis_client.connect(app[CONFIG].redis)  # None when not configured
+    redis = app[REDIS] = redis_client.connect(app[CONFIG].redis)  # None when not configured
     yield
-    if app[REDIS] is not None:
-        await app[REDIS].aclose()
+    if redis is not None:
+        await redis.aclose()
 
 
 async def storage_ctx(app: web.Application) -> AsyncIterator[None]:

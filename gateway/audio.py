@@ -15,9 +15,9 @@ from typing import Annotated, Literal
 import msgspec
 from aiohttp import web
 
-from gateway.billing import Usage
+from gateway.billing.charging import admit, bill, failed
+from gateway.billing.pricing import Usage
 from gateway.catalogue import Resolved
-from gateway.charges import admit, bill, failed
 from gateway.errors import UpstreamError
 from gateway.providers.base import AudioStream, SpeechCall
 from gateway.resolution import SPEECH, resolve

@@ -7,8 +7,6 @@ bytes go back when it ends (gateway.intake), which is when its body is let go.
 
 import asyncio
 
-from aiohttp import web
-
 from gateway.errors import ApiError
 
 RETRY_AFTER_S = 1
@@ -71,6 +69,3 @@ class BodyHold:
             self._budget.give_back(self.size)
             self.size = 0
 
-
-BODY_BUDGET = web.AppKey("body_budget", BodyBudget)
-BODY_HOLD = web.RequestKey("body_hold", BodyHold)

@@ -3,9 +3,9 @@
 from aiohttp import web
 
 from gateway import sse
-from gateway.billing import Cost, Usage, usage_body
+from gateway.billing.charging import admit, bill, failed
+from gateway.billing.pricing import Cost, Usage, usage_body
 from gateway.catalogue import Resolved
-from gateway.charges import admit, bill, failed
 from gateway.chat_request import ChatRequest
 from gateway.errors import ApiError, UpstreamError, bad_request
 from gateway.jsonio import encode

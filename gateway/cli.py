@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 
-from gateway import admin, config as config_module, demo, logs, server, workers
+from gateway import admin, config as config_module, demo, log_setup, server, workers
 from gateway.admin import AdminError
 from gateway.app import ledger_recorder
 from gateway.config import Config, ConfigError
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, config: Config) -> int:
-    logs.configure(redactor=Redactor.for_providers(config.providers))  # no provider key in any line
+    log_setup.configure(redactor=Redactor.for_providers(config.providers))  # no provider key in any line
     match args.command:
         case "serve":
             if config.server.workers > 1:

@@ -9,9 +9,9 @@ from typing import Annotated, Literal
 import msgspec
 
 from gateway import float32
-from gateway.billing import Cost, Usage, cost_fields
+from gateway.billing.charging import admit, bill, failed
+from gateway.billing.pricing import Cost, Usage, cost_fields
 from gateway.catalogue import Resolved
-from gateway.charges import admit, bill, failed
 from gateway.errors import UpstreamError, bad_request
 from gateway.providers.base import EmbeddingCall
 from gateway.resolution import EMBEDDING, resolve

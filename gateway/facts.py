@@ -2,7 +2,7 @@
 metrics both read it (gateway.middleware), and whoever learns a fact writes it there.
 
 The handler names the model and whether it streams; the charge adds the provider and the cost
-(gateway.charges, through the request's `Caller`); a WebSocket's end adds its close code and
+(gateway.billing.charging, through the request's `Caller`); a WebSocket's end adds its close code and
 which side closed it. Carried by the request and its `Caller`, not by the logging context, so a
 fact written in another task (a charge recorded under `asyncio.shield`) still reaches the line.
 """

@@ -14,9 +14,9 @@ import msgspec
 from aiohttp import web
 
 from gateway import messages_wire as wire
-from gateway.billing import Cost, Usage, cost_body
+from gateway.billing.charging import bill, failed
+from gateway.billing.pricing import Cost, Usage, cost_body
 from gateway.catalogue import Resolved
-from gateway.charges import bill, failed
 from gateway.chat import chat_call
 from gateway.errors import ApiError, UpstreamError
 from gateway.jsonio import encode

@@ -12,12 +12,11 @@ from gateway.errors import ApiError, ledger_unavailable, unauthorized
 from gateway.facts import RequestFacts
 from gateway.keys import new_id
 from gateway.services import Caller
-from gateway.state import CALLER, FACTS, METRICS, REQUEST_ID, SERVICES
+from gateway.state import CALLER, FACTS, METRICS, REQUEST_ID, SERVICES, STARTED
 from ledger.recorder import LedgerUnavailable
 
 log = structlog.get_logger("gateway.request")
 # The response a handler has begun sending (its status line is out); set as it is prepared.
-STARTED = web.RequestKey("started_response", web.StreamResponse)
 
 # Routes answered without a key; every other /v1 route needs one.
 PUBLIC = frozenset({"/", "/v1/models", "/openapi.json"})

@@ -11,17 +11,16 @@ from types import MappingProxyType
 import msgspec
 from aiohttp import web
 
-from gateway import (
-    __version__, audio, chat_request, embeddings, messages_request, music_history, music_request, org_keys,
-    request_logs, transcription, upload, usage,
-)
+from gateway import __version__, audio, chat_request, embeddings, messages_request, transcription, upload
 from gateway.catalogue import Catalogue, Kind
+from gateway.dashboard import org_keys, request_log, usage
 from gateway.edge import WholeNumber
 from gateway.errors import ErrorBody
 from gateway.jsonio import encode
-from gateway.state import SERVICES
+from gateway.music import history as music_history
+from gateway.music import request as music_request
+from gateway.state import DOCUMENT, SERVICES
 
-DOCUMENT = web.AppKey("openapi_document", bytes)
 REF = "#/components/schemas/{name}"
 JSON = "application/json"
 ANY_OBJECT = MappingProxyType({"type": "object"})
@@ -104,9 +103,9 @@ OPERATIONS = MappingProxyType({
     ("GET", "/v1/music/{track_id}/link"): Operation("A track's signed download link"),
     ("GET", "/v1/usage"): Operation("Balance, spend and errors", query=(Param.whole(usage.DAYS),)),
     ("GET", "/v1/logs"): Operation("The request log, newest first", query=(
-        Param.whole(request_logs.LIMIT),
-        Param("before", {"type": "string", "pattern": request_logs.LOG_ID_PATTERN}, "a page's next_cursor"),
-        Param("route"), Param("model"), Param.whole(request_logs.STATUS))),
+        Param.whole(request_log.LIMIT),
+        Param("before", {"type": "string", "pattern": request_log.LOG_ID_PATTERN}, "a page's next_cursor"),
+        Param("route"), Param("model"), Param.whole(request_log.STATUS))),
     ("GET", "/v1/logs/{log_id}"): Operation("One request of the log, with its text if kept"),
     ("GET", "/v1/keys"): Operation("The organization's API keys"),
     ("POST", "/v1/keys"): Operation("A new API key (admin keys only)", org_keys.NewKey, answers={"201": (JSON,)}),

@@ -16,9 +16,9 @@ import msgspec
 import structlog
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from gateway.billing import Usage
+from gateway.billing.charging import admit, bill, failed
+from gateway.billing.pricing import Usage
 from gateway.catalogue import Resolved
-from gateway.charges import admit, bill, failed
 from gateway.errors import UpstreamError, bad_request
 from gateway.facts import CLIENT, PROVIDER
 from gateway.middleware import KEY_SUBPROTOCOL
@@ -26,6 +26,7 @@ from gateway.providers.capabilities import RealtimeProvider
 from gateway.providers.openai import input_output_usage
 from gateway.resolution import REALTIME, Served, resolve
 from gateway.services import Caller, Services
+from gateway.state import SESSIONS
 
 ROUTE = "/v1/realtime"
 PROTOCOL = "realtime"  # the subprotocol the handshake selects (never the key's)
@@ -123,14 +124,11 @@ async def open_session(services: Services, caller: Caller, model_id: str) -> "Re
     return RealtimeSession(services, caller, model, upstream, api_key)
 
 
-# The sessions open in this process, so a shutdown can end each one (and record its charge)
-# while the ledger is still open, rather than waiting out aiohttp's shutdown timeout.
-SESSIONS = web.AppKey("realtime_sessions", set)
-
-
 async def end_sessions(app: web.Application) -> None:
-    """on_shutdown: close every open session with 1001 (going away); each records as it ends."""
-    await asyncio.gather(*(session.going_away() for session in list(app[SESSIONS])))
+    """on_shutdown: close every open session with 1001 (going away); each records as it ends, so
+    its charge is recorded while the ledger is still open rather than after aiohttp's shutdown
+    timeout."""
+    await asyncio.gather(*(session.going_away() for session in app[SESSIONS].copy()))
 
 
 class RealtimeSession:

@@ -15,9 +15,9 @@ from typing import Generic, Protocol, TypeVar
 import structlog
 from aiohttp import web
 
-from gateway.billing import Cost, Usage
+from gateway.billing.charging import bill, record_failure
+from gateway.billing.pricing import Cost, Usage
 from gateway.catalogue import Resolved
-from gateway.charges import bill, record_failure
 from gateway.errors import ApiError, UpstreamError, ledger_unavailable
 from gateway.jsonio import encode
 from gateway.services import Caller, Services

@@ -9,13 +9,13 @@ from gateway.catalogue import Catalogue
 from gateway.config import Config
 from gateway.directory import Directory, Principal
 from gateway.facts import RequestFacts
-from gateway.idempotency import IdempotencyKeys
 from gateway.limits import Limits, RateLimiter
 from gateway.metrics import Metrics
+from gateway.music.idempotency import IdempotencyKeys
+from gateway.music.links import Signer
 from gateway.provider_keys import ProviderKeys
 from gateway.providers.capabilities import Providers
 from gateway.redaction import Redactor
-from gateway.signing import Signer
 from ledger.recorder import Recorder
 from ledger.writer import GroupCommitWriter
 from storage.objects import ObjectStore

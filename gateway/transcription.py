@@ -9,9 +9,9 @@ renders `text`, `srt` and `vtt` itself (subtitles from the segments of `verbose_
 from decimal import Decimal
 
 from gateway import upload
-from gateway.billing import Cost, Usage, cost_fields, model_cost
+from gateway.billing.charging import admit, failed, outcome, record, refused
+from gateway.billing.pricing import Cost, Usage, cost_fields, model_cost
 from gateway.catalogue import Resolved
-from gateway.charges import admit, failed, outcome, record, refused
 from gateway.errors import UpstreamError, bad_request
 from gateway.jsonio import encode
 from gateway.providers.base import TranscriptionCall, TranscriptionReply

@@ -16,10 +16,11 @@ import aiohttp
 from aiohttp import BodyPartReader, MultipartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from gateway.body_budget import BODY_HOLD, BodyHold
+from gateway.body_budget import BodyHold
 from gateway.edge import printable
 from gateway.errors import ApiError, bad_request
 from gateway.providers.base import FilePart, FormField
+from gateway.state import BODY_HOLD
 
 MAX_FILE_BYTES = 25 * 1024 * 1024  # OpenAI's limit for an audio file
 FORM_OVERHEAD_BYTES = 256 * 1024  # the text fields and part headers around the file

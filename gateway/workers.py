@@ -21,7 +21,7 @@ from multiprocessing.process import BaseProcess
 import msgspec
 import structlog
 
-from gateway import logs, server
+from gateway import log_setup, server
 from gateway.config import Config
 from gateway.metrics import MULTIPROCESS_DIR
 from gateway.redaction import Redactor
@@ -67,7 +67,7 @@ def _run(config: Config, banner: str) -> int:
 def worker_main(config: Config, ready: multiprocessing.connection.Connection) -> None:
     """One worker process: a whole gateway on the shared port, until told to stop."""
     # Every line says which worker wrote it, and none holds a provider key.
-    logs.configure(redactor=Redactor.for_providers(config.providers), worker=os.getpid())
+    log_setup.configure(redactor=Redactor.for_providers(config.providers), worker=os.getpid())
     server.use_uvloop()
     asyncio.run(server.serve(config, reuse_port=True, on_ready=ready.send, stop_if_orphaned=True))
 

@@ -10,8 +10,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from gateway import admin
-from gateway.app import LEDGER, create_app
+from gateway.app import create_app
 from gateway.config import Config, ProviderConfig
+from gateway.state import LEDGER
 from ledger.money import from_nano
 from support import PROVIDER_KEY, S3_CREDENTIALS, postgres_schema, postgres_url
 from simulator.app import create_app as create_simulator

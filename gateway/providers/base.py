@@ -12,7 +12,7 @@ from typing import Protocol
 
 import msgspec
 
-from gateway.billing import Usage
+from gateway.billing.pricing import Usage
 
 
 class ChatCall(msgspec.Struct, frozen=True):

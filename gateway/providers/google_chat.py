@@ -8,7 +8,7 @@ UpstreamError.
 
 from types import MappingProxyType
 
-from gateway.billing import Usage, checked_usage, token_count, usage_report
+from gateway.billing.pricing import Usage, checked_usage, token_count, usage_report
 from gateway.errors import UpstreamError
 from gateway.jsonio import encode, loads
 from gateway.providers.shapes import GeminiAnswer, conforming

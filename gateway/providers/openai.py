@@ -9,7 +9,7 @@ import aiohttp
 import yarl
 
 from gateway import float32, sse
-from gateway.billing import Usage, checked_usage, reported_seconds, token_count, usage_report
+from gateway.billing.pricing import Usage, checked_usage, reported_seconds, token_count, usage_report
 from gateway.config import ProviderConfig
 from gateway.errors import UpstreamError
 from gateway.jsonio import loads

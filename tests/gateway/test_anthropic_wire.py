@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from gateway import messages_wire
-from gateway.billing import Usage, token_cost, usage_body
+from gateway.billing.pricing import Usage, token_cost, usage_body
 from gateway.errors import ApiError
 from gateway.providers import anthropic_wire as wire
 from gateway.redaction import forms_of, redact
@@ -185,7 +185,7 @@ def test_usage_counts_cache_reads_and_writes_as_prompt_and_keeps_each_apart():
     assert wire.usage_of(None) == Usage(0, 0, 0)
 
 
-# -- billing of cached prompt tokens (gateway.billing) --------------------------------------------
+# -- billing of cached prompt tokens (gateway.billing.pricing) ------------------------------------
 
 @pytest.mark.parametrize(("prompt", "cached", "completion"), [(0, 0, 0), (10, 0, 3), (10, 10, 3), (1234, 1000, 56)])
 def test_token_cost_bills_cached_prompt_tokens_at_the_cache_read_price(prompt, cached, completion):

@@ -18,7 +18,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from gateway.logs import Redacting
+from gateway.log_setup import Redacting
 from gateway.redaction import Redactor, forms_of, keys_sent
 from simulator.app import create_app as create_simulator
 from simulator.settings import Settings

@@ -103,9 +103,9 @@ async def test_every_line_of_the_served_gateway_is_json(served):
 
 STANDARD_LOGGING = textwrap.dedent("""
     import logging, sys
-    from gateway import logs
+    from gateway import log_setup
     from gateway.redaction import Redactor
-    logs.configure(redactor=Redactor([sys.argv[1]]), worker=7)
+    log_setup.configure(redactor=Redactor([sys.argv[1]]), worker=7)
     logging.getLogger("ledger.writer").warning("ledger commits fail, each caller is told: %s", sys.argv[1])
     try:
         raise RuntimeError(f"upstream refused {sys.argv[1]}")

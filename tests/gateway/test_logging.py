@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 
 from support import PROVIDER_KEY, auth, decimal_json
-from gateway.logs import Redacting
+from gateway.log_setup import Redacting
 from gateway.redaction import Redactor, mask_secrets
 from gateway_helpers import (
     chat_body, clean_env, gateway_process, json_lines, ledger_toml, one_json_object, run_cli,

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from gateway import admin
-from gateway.billing import Usage
+from gateway.billing.pricing import Usage
 from gateway.realtime import close_code, reported_usage
 from gateway.sealing import Sealer
 from ledger.events import RequestCompleted

@@ -11,9 +11,9 @@ from decimal import Decimal
 
 import msgspec
 
+from gateway.edge import MAX_WHOLE, WholeNumber, is_whole
 from gateway.errors import ApiError, bad_request
 from gateway.jsonio import loads, number
-from gateway.edge import MAX_WHOLE, WholeNumber, is_whole
 from gateway.services import Caller, Services
 from ledger import log_queries
 from ledger.log_queries import LogRow

@@ -15,7 +15,7 @@ from simulator.directives import DirectiveError, Directives, parse_directives
 from simulator.textgen import WORDS, completion_text, count_prompt_tokens
 from support import sim_records, wait_for_outcome
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 AUTH = {"Authorization": "Bearer sk-test"}
 PATH = "/v1/chat/completions"
 

@@ -12,8 +12,8 @@ import pytest
 
 from gateway import admin
 from gateway.errors import ApiError
-from gateway.idempotency import WINDOW_US, Claim, Patience, Use, next_step
-from gateway.music_request import request_hash
+from gateway.music.idempotency import WINDOW_US, Claim, Patience, Use, next_step
+from gateway.music.request import request_hash
 from gateway.sealing import Sealer
 from ledger.events import CreditsHeld, IdempotencyKeyClaimed, IdempotencyKeyReleased, RequestCompleted
 from ledger.recorder import Append

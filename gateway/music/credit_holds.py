@@ -6,7 +6,7 @@ so concurrent requests (in any number of processes) can never spend more than th
 
 from collections.abc import Sequence
 
-from gateway.charges import Outcome, commit, request_event
+from gateway.billing.charging import Outcome, commit, request_event
 from gateway.errors import ApiError
 from gateway.keys import new_id
 from gateway.services import Caller, Services

@@ -15,7 +15,7 @@ import pytest
 
 from support import IN_CI
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EVENTS_PER_STREAM = 16 + 4  # role, 16 tokens, finish, usage, [DONE]
 # The gateway passes the usage chunk on only to a client that asked for it (include_usage).
 EVENTS_RELAYED = {"direct": EVENTS_PER_STREAM, "floor": EVENTS_PER_STREAM, "sqlite1": EVENTS_PER_STREAM - 1}

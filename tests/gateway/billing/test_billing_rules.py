@@ -11,9 +11,9 @@ from typing import get_args
 import msgspec
 import pytest
 
-from gateway.billing import Cost
+from gateway.billing.charging import Outcome
+from gateway.billing.pricing import Cost
 from gateway.catalogue import SHIPPED_PATH, Kind
-from gateway.charges import Outcome
 from gateway.providers import capabilities
 from gateway.providers.capabilities import Providers
 from support import auth, decimal_json, request_events, transcription_form, upstream_requests

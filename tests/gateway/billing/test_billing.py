@@ -6,7 +6,7 @@ from decimal import Decimal
 import msgspec
 import pytest
 
-from gateway.billing import Usage, token_cost
+from gateway.billing.pricing import Usage, token_cost
 from ledger import audit
 from ledger.events import RequestCompleted
 from support import auth, chat_body, decimal_json, sse_lines

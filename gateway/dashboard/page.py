@@ -1,4 +1,5 @@
-"""The dashboard page (GET /dashboard): static files shipped in gateway/static, no build step.
+"""The dashboard page (GET /dashboard): static files shipped in gateway/dashboard/static, no build
+step; its routes are in gateway.dashboard.routes.
 
 The page signs in with an API key kept in sessionStorage and uses only the ordinary /v1 API;
 the policy below lets it load nothing but its own files and talk to nothing but this origin.
@@ -44,8 +45,3 @@ async def page(_request: web.Request) -> web.FileResponse:
 async def asset(request: web.Request) -> web.FileResponse:
     return _file(request.match_info["name"])
 
-
-def setup_routes(app: web.Application) -> None:
-    app.router.add_get("/dashboard", page)
-    app.router.add_get("/dashboard/", page)
-    app.router.add_get("/dashboard/static/{name}", asset)

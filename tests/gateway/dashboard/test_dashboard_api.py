@@ -279,7 +279,7 @@ async def test_dashboard_page_is_served_without_a_key_under_a_strict_policy(gate
     assert script.headers["Content-Security-Policy"] == policy
 
 
-@pytest.mark.parametrize("name", ["nothing.js", "..%2Fdashboard.py", "%2E%2E%2Fdashboard.py", ".hidden.js",
+@pytest.mark.parametrize("name", ["nothing.js", "..%2Fpage.py", "%2E%2E%2Fpage.py", ".hidden.js",
                                   "app.py"])
 async def test_dashboard_serves_only_its_own_files(gateway, name):
     response = await gateway.client.get(f"/dashboard/static/{name}")
@@ -294,7 +294,7 @@ async def test_dashboard_serves_only_its_own_files(gateway, name):
 ])
 async def test_every_log_page_is_an_index_range_read_in_position_order(make_gateway, config, query):
     """No page scans the log or sorts it: SQLite walks one index backwards from the cursor."""
-    from gateway.request_logs import page_sql, parse_query
+    from gateway.dashboard.request_log import page_sql, parse_query
 
     gateway = await make_gateway(config)
 

@@ -7,15 +7,15 @@ from decimal import Decimal
 
 import msgspec
 
-from gateway import holds
-from gateway.billing import Cost
+from gateway.billing.charging import Outcome, outcome, retained
+from gateway.billing.pricing import Cost
 from gateway.catalogue import Resolved
-from gateway.charges import Outcome, outcome, retained
 from gateway.errors import ApiError, UpstreamError
-from gateway.idempotency import Claim, KeyTaken
 from gateway.jsonio import number
-from gateway.music_history import find_track
-from gateway.music_request import Image, MusicRequest, compose_prompt, request_hash, validate
+from gateway.music import credit_holds
+from gateway.music.history import find_track
+from gateway.music.idempotency import Claim, KeyTaken
+from gateway.music.request import Image, MusicRequest, compose_prompt, request_hash, validate
 from gateway.providers.base import MusicCall, MusicReply, SafetyBlocked
 from gateway.providers.capabilities import MusicProvider
 from gateway.resolution import Served
@@ -87,12 +87,12 @@ async def generate(services: Services, caller: Caller, request: MusicRequest, se
 
 
 async def _reserve(services: Services, caller: Caller, amount_inr_nano: int | None,
-                   claim: Claim | None) -> holds.Hold | None:
+                   claim: Claim | None) -> credit_holds.Hold | None:
     """Hold the amount (None: nothing) and claim the key, in one unit; KeyTaken if it is held."""
     claimed = claim.events(caller.request_id) if claim else []
     try:
         if amount_inr_nano is not None:
-            return await holds.reserve(services, caller, amount_inr_nano, claimed)
+            return await credit_holds.reserve(services, caller, amount_inr_nano, claimed)
         if claimed:
             await services.writer.append(Append(caller.org_id, claimed))
     except AppendRejected:  # the only constraint such a unit can break: the key's row
@@ -107,7 +107,7 @@ async def _call_upstream(services: Services, caller: Caller, request: MusicReque
     return await served.provider.generate_music(call, services.config.music.upstream_timeout_s)
 
 
-async def _succeeded(services: Services, caller: Caller, request: MusicRequest, hold: holds.Hold | None,
+async def _succeeded(services: Services, caller: Caller, request: MusicRequest, hold: credit_holds.Hold | None,
                      success: Outcome, generated: Generated, stored: StoredObject | None,
                      claim: Claim | None) -> None:
     prompt = retained(services, caller, "_p", {"prompt": request.prompt, "lyrics": request.lyrics,
@@ -119,11 +119,11 @@ async def _succeeded(services: Services, caller: Caller, request: MusicRequest, 
         etag=stored.etag if stored else "", prompt_content_id=prompt.content_id if prompt else "",
         text_content_id=text.content_id if text else "", idempotency_key=claim.key if claim else "",
         request_hash=claim.request_hash if claim else "")
-    await holds.settle(services, caller, hold, success, [track], [prompt, text])
+    await credit_holds.settle(services, caller, hold, success, [track], [prompt, text])
 
 
 async def _failed(services: Services, caller: Caller, request: MusicRequest, model: Resolved,
-                  hold: holds.Hold | None, claim: Claim | None, exc: BaseException) -> None:
+                  hold: credit_holds.Hold | None, claim: Claim | None, exc: BaseException) -> None:
     """Release the hold and the key, and log the failure in history (error: true, cost 0)."""
     status = getattr(_client_error(exc, model, request), "status", 500) if isinstance(exc, Exception) else 499
     prompt = retained(services, caller, "_p", {"prompt": request.prompt, "lyrics": request.lyrics,
@@ -133,7 +133,7 @@ async def _failed(services: Services, caller: Caller, request: MusicRequest, mod
                                prompt_content_id=prompt.content_id if prompt else "")
     failure = outcome(ROUTE, model, status, error=str(exc)[:500] or type(exc).__name__)
     released = [claim.released(caller.request_id)] if claim else []
-    await holds.settle(services, caller, hold, failure, [track, *released], [prompt])
+    await credit_holds.settle(services, caller, hold, failure, [track, *released], [prompt])
 
 
 def _client_error(exc: BaseException, model: Resolved, request: MusicRequest) -> BaseException:

@@ -1,4 +1,5 @@
-"""Recording requests in the ledger: one RequestCompleted event per request, exactly once."""
+"""Charging requests: the charged rule (Outcome.charged), the credit checks before a paid
+request, and recording each request in the ledger: one RequestCompleted event, exactly once."""
 
 import hashlib
 from collections.abc import Sequence
@@ -6,7 +7,7 @@ from collections.abc import Sequence
 import msgspec
 import structlog
 
-from gateway.billing import FREE, NO_USAGE, Cost, Usage, model_cost
+from gateway.billing.pricing import FREE, NO_USAGE, Cost, Usage, model_cost
 from gateway.catalogue import Resolved
 from gateway.errors import ApiError, UpstreamError
 from gateway.jsonio import encode
@@ -15,7 +16,7 @@ from ledger.events import Event, RequestCompleted
 from ledger.money import from_nano
 from ledger.recorder import Append, Content
 
-log = structlog.get_logger("gateway.charges")
+log = structlog.get_logger("gateway.billing.charging")
 
 
 class Outcome(msgspec.Struct, frozen=True, kw_only=True):
