@@ -1,4 +1,5 @@
-"""A client's multipart upload, passed on as it arrives, and the multipart encoding for upstream.
+"""A client's multipart upload, passed on as it arrives (encoded for upstream by
+gateway.providers.multipart).
 
 The text fields are read up to the file part. When the model was among them the file is
 streamed straight on to the provider and the fields after it follow it; when the file
@@ -8,7 +9,6 @@ memory, its bytes are counted as they pass, and past MAX_FILE_BYTES the upload i
 with 413.
 """
 
-import secrets
 import tempfile
 from collections.abc import AsyncIterator, Callable
 
@@ -20,6 +20,7 @@ from gateway.body_budget import BodyHold
 from gateway.edge import printable
 from gateway.errors import ApiError, bad_request
 from gateway.providers.base import FilePart, FormField
+from gateway.providers.multipart import FILE_FIELD
 from gateway.state import BODY_HOLD
 
 MAX_FILE_BYTES = 25 * 1024 * 1024  # OpenAI's limit for an audio file
@@ -27,7 +28,6 @@ FORM_OVERHEAD_BYTES = 256 * 1024  # the text fields and part headers around the 
 MAX_FIELD_BYTES = 64 * 1024
 CHUNK_BYTES = 64 * 1024
 SPOOL_MEMORY_BYTES = 1024 * 1024
-FILE_FIELD = "file"
 
 FieldCheck = Callable[[str, str], str]  # validates a field; returns the value to send upstream
 # What reading a client's form raises when the form is malformed or cut short: a part header
@@ -102,7 +102,7 @@ class Form:
         self.file_bytes = 0
         self._reader, self._limit = reader, limit
         self._file: BodyPartReader | None = None  # the file part, while it is to be streamed on
-        self._spool: tempfile.SpooledTemporaryFile | None = None
+        self._spool: tempfile.SpooledTemporaryFile[bytes] | None = None
         self._filename, self._content_type = "", ""
 
     def value(self, name: str) -> str | None:
@@ -119,7 +119,7 @@ class Form:
         try:
             self._file = await self._fields_until_file()
             if self._file is not None and self.value("model") is None:
-                await self._spool_file()
+                await self._spool_file(self._file)
                 await self._trailing_fields()
         except UNREADABLE as exc:
             raise broken_upload(exc) from None
@@ -130,8 +130,10 @@ class Form:
         try:
             for name, value in list(self.fields):
                 yield FormField(name, check(name, value))
-            if self.has_file:
-                yield FilePart(self._filename, self._content_type, self._file_chunks())
+            if self._spool is not None:
+                yield FilePart(self._filename, self._content_type, self._file_chunks(_spooled(self._spool)))
+            elif self._file is not None:
+                yield FilePart(self._filename, self._content_type, self._file_chunks(self._counted(self._file)))
             async for name, value in self._read_trailing():
                 yield FormField(name, check(name, value))
         except ApiError as exc:
@@ -180,22 +182,19 @@ class Form:
                 raise too_large()
             yield chunk
 
-    async def _spool_file(self) -> None:
+    async def _spool_file(self, part: BodyPartReader) -> None:
         await self._hold.take(SPOOL_MEMORY_BYTES)  # the most of the file kept in memory
-        self._spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES)
-        async for chunk in self._counted(self._file):
+        self._spool = tempfile.SpooledTemporaryFile(  # noqa: SIM115 (outlives this call: close() ends it)
+            max_size=SPOOL_MEMORY_BYTES)
+        async for chunk in self._counted(part):
             self._spool.write(chunk)
         self._file = None
 
-    async def _file_chunks(self) -> AsyncIterator[bytes]:
-        """The file's bytes, from the spool or straight from the client."""
+    async def _file_chunks(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """The file's bytes, from the spool or straight from the client; a failure to read
+        them is kept in `failure` before it propagates."""
         try:
-            if self._spool is not None:
-                self._spool.seek(0)
-                while chunk := self._spool.read(CHUNK_BYTES):
-                    yield chunk
-                return
-            async for chunk in self._counted(self._file):
+            async for chunk in chunks:
                 yield chunk
         except ApiError as exc:
             self.failure = exc
@@ -205,33 +204,7 @@ class Form:
             raise self.failure from None
 
 
-async def encode_form(parts: AsyncIterator[FormField | FilePart], boundary: str) -> AsyncIterator[bytes]:
-    """`parts` as a multipart/form-data body with `boundary`, produced as the parts arrive."""
-    async for part in parts:
-        if isinstance(part, FormField):
-            yield _part_head(boundary, part.name) + part.value.encode() + b"\r\n"
-            continue
-        yield _part_head(boundary, FILE_FIELD, part.filename, part.content_type)
-        async for chunk in part.chunks:
-            yield chunk
-        yield b"\r\n"
-    yield f"--{boundary}--\r\n".encode()
-
-
-def new_boundary() -> str:
-    return f"gateway-{secrets.token_hex(16)}"
-
-
-def _part_head(boundary: str, name: str, filename: str | None = None, content_type: str = "") -> bytes:
-    disposition = f'form-data; name="{_quoted(name)}"'
-    if filename is not None:
-        disposition += f'; filename="{_quoted(filename)}"'
-    lines = [f"--{boundary}", f"Content-Disposition: {disposition}"]
-    if content_type:
-        lines.append(f"Content-Type: {content_type}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode()
-
-
-def _quoted(text: str) -> str:
-    """A header parameter value as browsers write it: quote and line breaks percent-encoded."""
-    return text.replace('"', "%22").replace("\r", "%0D").replace("\n", "%0A")
+async def _spooled(spool: tempfile.SpooledTemporaryFile[bytes]) -> AsyncIterator[bytes]:
+    spool.seek(0)
+    while chunk := spool.read(CHUNK_BYTES):
+        yield chunk

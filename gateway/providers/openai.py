@@ -17,7 +17,7 @@ from gateway.providers import shapes
 from gateway.providers.base import ChatCall, ChatReply, Chunk, EmbeddingCall, EmbeddingReply, FilePart, \
     FormField, SpeechCall, TranscriptionCall, TranscriptionReply
 from gateway.providers.http import Upstream, post, post_json, read_json, scrubbed, timeout_for
-from gateway.upload import encode_form, new_boundary
+from gateway.providers.multipart import encode_form, new_boundary
 
 PROVIDER = "openai"
 
@@ -61,7 +61,7 @@ class OpenAIChatStream:
                 yield self._chunk(event.data)
         except UpstreamError as exc:
             raise scrubbed(exc, self._response) from None  # an error chunk may quote the key sent
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise UpstreamError(504, "openai stopped streaming (read timeout)") from None
         except aiohttp.ClientError as exc:
             raise UpstreamError(502, f"openai stream broke off: {type(exc).__name__}") from None
@@ -97,7 +97,7 @@ class OpenAIAudioStream:
         try:
             async for chunk in self._response.content.iter_any():
                 yield chunk
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise UpstreamError(504, "openai stopped sending audio (read timeout)") from None
         except aiohttp.ClientError as exc:
             raise UpstreamError(502, f"openai audio stream broke off: {type(exc).__name__}") from None
@@ -215,7 +215,7 @@ class OpenAIProvider:
             retry_after = exc.headers.get("Retry-After") if exc.headers else None
             raise UpstreamError(exc.status, f"openai refused the realtime connection: status {exc.status}",
                                 retry_after=retry_after) from None
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise UpstreamError(504, f"openai did not open the realtime connection in {wait:g} s") from None
         except aiohttp.ClientError as exc:
             raise UpstreamError(502, f"openai realtime connection failed: {type(exc).__name__}") from None
