@@ -7,11 +7,12 @@ dict lookup to a record, provider entry and pre-parsed Decimal prices; ``listing
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Literal, Mapping
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -262,7 +263,7 @@ def _utc(moment: datetime | None) -> datetime:
 class Catalogue:
     """An immutable, validated set of model records with a prebuilt name index."""
 
-    __slots__ = ("_records", "_index")
+    __slots__ = ("_index", "_records")
 
     def __init__(self, records: tuple[ModelRecord, ...]) -> None:
         """Index ``records`` (already validated); raises CatalogueError on name clashes."""

@@ -112,8 +112,8 @@ class MessagesRelay(BilledRelay[MessageEvents]):
     def __init__(self, services: Services, caller: Caller, request: MessagesRequest, model: Resolved,
                  upstream: MessageEvents, prompt: list[dict], byok: bool) -> None:
         super().__init__(services, caller, request, model, upstream, prompt, byok)
-        self.closing: dict[str, Any] = {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                        "usage": {}}
+        self.closing: dict[str, Any] = {"type": "message_delta",
+                                        "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {}}
 
     async def _relay(self, response: web.StreamResponse) -> None:
         async for event in self.upstream:

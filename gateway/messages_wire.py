@@ -196,17 +196,17 @@ class EventEncoder:
 
     def finish(self, usage: Usage | None) -> list[MessageEvent]:
         """The closing events; `usage` is None when the provider never reported it."""
-        events = ([] if self.started else [self._start({})]) + self._close()
+        events = self._close() if self.started else [self._start({}), *self._close()]
         delta = {"type": "message_delta", "delta": {"stop_reason": self.stop, "stop_sequence": None},
                  "usage": anthropic_usage(usage or Usage())}
-        return events + [message_event("message_delta", delta, usage),
-                         message_event("message_stop", {"type": "message_stop"})]
+        return [*events, message_event("message_delta", delta, usage),
+                message_event("message_stop", {"type": "message_stop"})]
 
     def _start(self, chunk: dict) -> MessageEvent:
         self.started = True
-        shell = {"id": chunk.get("id") or "", "type": "message", "role": "assistant",
-                 "model": chunk.get("model") or self.model, "content": [], "stop_reason": None,
-                 "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0}}
+        shell: dict[str, object] = {"id": chunk.get("id") or "", "type": "message", "role": "assistant",
+                                    "model": chunk.get("model") or self.model, "content": [], "stop_reason": None,
+                                    "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0}}
         return message_event("message_start", {"type": "message_start", "message": shell})
 
     def _delta(self, delta: dict) -> list[MessageEvent]:
@@ -223,7 +223,8 @@ class EventEncoder:
         function, position = call.get("function") or {}, call.get("index", 0)
         events = []
         if position not in self.tool_blocks:
-            block = {"type": "tool_use", "id": call.get("id"), "name": function.get("name"), "input": {}}
+            block: dict[str, object] = {"type": "tool_use", "id": call.get("id"), "name": function.get("name"),
+                                        "input": {}}
             events += self._open("tool", block)
             self.tool_blocks[position] = self.blocks - 1
         if function.get("arguments"):
@@ -235,7 +236,7 @@ class EventEncoder:
         events = self._close()
         self.open, self.blocks = kind, self.blocks + 1
         start = {"type": "content_block_start", "index": self.blocks - 1, "content_block": block}
-        return events + [message_event("content_block_start", start)]
+        return [*events, message_event("content_block_start", start)]
 
     def _close(self) -> list[MessageEvent]:
         if self.open is None:

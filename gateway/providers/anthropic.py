@@ -6,7 +6,6 @@ it is and Anthropic's answer and events come back as they are. Anthropic refuses
 without `max_tokens`, so the gateway refuses them first (spec 7).
 """
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 
@@ -30,7 +29,7 @@ async def upstream_events(response: aiohttp.ClientResponse) -> AsyncIterator[tup
             if data.get("type") == "error":
                 raise scrubbed(wire.stream_error(data), response)  # it may quote the key sent
             yield event.name.decode() or str(data.get("type")), event.data, data
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise UpstreamError(504, "anthropic stopped streaming (read timeout)") from None
     except aiohttp.ClientError as exc:
         raise UpstreamError(502, f"anthropic stream broke off: {type(exc).__name__}") from None

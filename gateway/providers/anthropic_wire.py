@@ -67,6 +67,11 @@ def objects(value: object, where: str, param: str | None = None) -> list[dict]:
     return value
 
 
+def _object(value: object) -> dict:
+    """`value` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def stop_sequences(stop: str | list | None) -> list[str]:
     if stop is None:
         return []
@@ -148,7 +153,7 @@ def image_block(index: int, image: dict | str | None) -> dict:
 
 def tool_use_of(index: int, number: int, call: dict) -> dict:
     """An assistant's OpenAI tool call as a `tool_use` block (its JSON arguments decoded)."""
-    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+    function = _object(call.get("function"))
     try:
         arguments = loads(function.get("arguments") or "{}")
     except (ValueError, TypeError):
@@ -177,7 +182,7 @@ def plain_text(content: str | list | None, index: int) -> str:
 
 def tool_of(index: int, tool: dict) -> dict:
     """An OpenAI function tool as an Anthropic tool."""
-    function = tool.get("function") if isinstance(tool.get("function"), dict) else {}
+    function = _object(tool.get("function"))
     if tool.get("type") != "function" or not function.get("name"):
         raise bad_request(f"tools[{index}]: only function tools with a name are supported", "tools")
     anthropic_tool = {"name": function["name"], "input_schema": function.get("parameters") or dict(_EMPTY_SCHEMA)}
@@ -283,7 +288,8 @@ class StreamTranslator:
     def __init__(self, created: int) -> None:
         self.head = {"id": "", "object": "chat.completion.chunk", "created": created, "model": ""}
         self.reported: dict = {}  # Anthropic usage fields, the latest value of each
-        self.tool_index: dict[int, int] = {}  # content block index -> OpenAI tool call index
+        # content block index (None when an event leaves it out) -> OpenAI tool call index
+        self.tool_index: dict[int | None, int] = {}
         self.finished = False
 
     @property
@@ -313,7 +319,7 @@ class StreamTranslator:
         self._report(message.get("usage"))
         return [self._chunk({"role": "assistant", "content": ""})]
 
-    def _block_start(self, index: int, block: dict) -> list[dict]:
+    def _block_start(self, index: int | None, block: dict) -> list[dict]:
         if block.get("type") == "tool_use":
             self.tool_index[index] = position = len(self.tool_index)
             call = {"index": position, "id": block.get("id"), "type": "function",
@@ -323,7 +329,7 @@ class StreamTranslator:
             return [self._chunk({"content": block["text"]})]
         return []
 
-    def _block_delta(self, index: int, delta: dict) -> list[dict]:
+    def _block_delta(self, index: int | None, delta: dict) -> list[dict]:
         if delta.get("type") == "text_delta" and delta.get("text"):
             return [self._chunk({"content": delta["text"]})]
         if delta.get("type") == "input_json_delta" and delta.get("partial_json") and index in self.tool_index:

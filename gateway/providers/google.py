@@ -13,7 +13,7 @@ import asyncio
 import base64
 import binascii
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 import aiohttp
 
@@ -67,7 +67,7 @@ async def upstream_events(response: aiohttp.ClientResponse) -> AsyncIterator[dic
             if "error" in data:
                 raise scrubbed(wire.stream_error(data["error"]), response)  # it may quote the key sent
             yield data
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise UpstreamError(504, "google stopped streaming (read timeout)") from None
     except aiohttp.ClientError as exc:
         raise UpstreamError(502, f"google stream broke off: {type(exc).__name__}") from None
@@ -91,7 +91,7 @@ class GeminiChatStream:
         async for chunk in self._chunks:
             yield chunk
 
-    async def _translate(self) -> AsyncIterator[Chunk]:
+    async def _translate(self) -> AsyncGenerator[Chunk, None]:  # aclose() ends it early
         translator = self._translator
         async for event in upstream_events(self._response):
             if (chunk := translator.feed(event)) is not None:

@@ -6,6 +6,7 @@ No I/O here. A refused prompt, a malformed answer or event, or a failed stream r
 UpstreamError.
 """
 
+from collections.abc import Callable
 from types import MappingProxyType
 
 from gateway.billing.pricing import Usage, checked_usage, token_count, usage_report
@@ -100,7 +101,7 @@ def openai_usage(usage: Usage, reasoning: int) -> dict:
             "completion_tokens_details": {"reasoning_tokens": reasoning}}
 
 
-def _counter(metadata: object):
+def _counter(metadata: object) -> Callable[[str], int]:
     report = usage_report(PROVIDER, metadata)
     return lambda name: token_count(PROVIDER, report, name)
 
@@ -108,7 +109,8 @@ def _counter(metadata: object):
 def stream_error(error: object) -> UpstreamError:
     """The failure an `error` object reports in the middle of a stream."""
     error = error if isinstance(error, dict) else {}
-    code = error.get("code") if isinstance(error.get("code"), int) else 502
+    reported = error.get("code")
+    code = reported if isinstance(reported, int) else 502
     message = str(error.get("message") or "no message")  # redacted (by value first) and cut short by http.scrubbed
     return UpstreamError(code if 400 <= code < 600 else 502,
                          f"google stream failed: {error.get('status') or code}: {message}")

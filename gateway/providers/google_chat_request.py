@@ -61,17 +61,18 @@ def contents_of(messages: list[dict]) -> list[dict]:
     return contents
 
 
-def tool_names(messages: list[dict]) -> dict[str, str]:
-    """Tool call id -> function name: Gemini answers a function by name, OpenAI by call id."""
+def tool_names(messages: list[dict]) -> dict[str | None, str | None]:
+    """Tool call id -> function name: Gemini answers a function by name, OpenAI by call id
+    (either may be missing from a call)."""
     return {call.get("id"): (call.get("function") or {}).get("name")
             for message in messages if message.get("role") == "assistant"
             for call in message.get("tool_calls") or () if isinstance(call, dict)}
 
 
-def turn_of(index: int, message: dict, names: dict[str, str]) -> tuple[str, list[dict]]:
+def turn_of(index: int, message: dict, names: dict[str | None, str | None]) -> tuple[str, list[dict]]:
     """(Gemini role, parts) of one OpenAI message."""
     role = message.get("role")
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:
         raise bad_request(f"messages[{index}].role {role!r} is not one of system, developer, user,"
                           " assistant or tool", f"messages[{index}].role")
     if role == "tool":
@@ -144,7 +145,7 @@ def function_call(index: int, number: int, call: dict) -> dict:
     return {"functionCall": {"name": function["name"], "args": arguments}}
 
 
-def function_response(index: int, message: dict, names: dict[str, str]) -> dict:
+def function_response(index: int, message: dict, names: dict[str | None, str | None]) -> dict:
     """A tool message as a `functionResponse` part, named after the call it answers."""
     name = names.get(message.get("tool_call_id")) or message.get("name")
     if not name:
@@ -195,7 +196,8 @@ def stop_sequences(stop: str | list | None) -> list[str]:
 
 def response_format(fmt: dict | None) -> dict:
     """JSON output as Gemini asks for it: a response MIME type, and the schema if one is given."""
-    kind = fmt.get("type") if isinstance(fmt, dict) else fmt
+    fmt = fmt or {}
+    kind = fmt.get("type")
     if kind is None or kind == "text":
         return {}
     if kind == "json_object":

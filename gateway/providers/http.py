@@ -1,6 +1,5 @@
 """The HTTP plumbing adapters share: one pooled session, errors turned into UpstreamError."""
 
-import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -44,7 +43,7 @@ async def post(upstream: Upstream, provider: str, url: str, data: bytes | AsyncI
     started = time.monotonic()
     try:
         response = await upstream.session.post(url, data=data, headers=headers, timeout=timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise UpstreamError(504, f"{provider} did not answer within {timeout.total or timeout.sock_read:g} s") from None
     except aiohttp.ClientError as exc:
         raise UpstreamError(502, f"{provider} connection failed: {type(exc).__name__}") from None
@@ -58,7 +57,7 @@ async def error_from(provider: str, response: aiohttp.ClientResponse) -> Upstrea
     """An UpstreamError carrying the provider's status and its own message."""
     try:
         text = (await response.read())[:ERROR_BODY_BYTES].decode(errors="replace")
-    except (aiohttp.ClientError, asyncio.TimeoutError):
+    except (TimeoutError, aiohttp.ClientError):
         text = ""
     finally:
         response.release()
@@ -91,7 +90,7 @@ async def read_json(provider: str, response: aiohttp.ClientResponse) -> dict:
     try:
         async with response:
             body = loads(await response.read())
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise UpstreamError(504, f"{provider} stopped answering mid-response") from None
     except (aiohttp.ClientError, ValueError) as exc:
         raise UpstreamError(502, f"{provider} sent a broken response: {type(exc).__name__}") from None
