@@ -1,6 +1,7 @@
 """Operator actions on the ledger. Each appends events; none edits a row."""
 
 from decimal import Decimal
+from typing import TypeGuard, get_args
 
 from gateway import keys
 from gateway.jsonio import number
@@ -8,12 +9,12 @@ from gateway.sealing import Sealer, SealingError
 from ledger import queries
 from ledger.events import (
     ApiKeyCreated, ApiKeyRevoked, CreditsAdded, KeyLimitsSet, OrgCreated, ProviderKeyRemoved, ProviderKeySet,
-    RetentionChanged,
+    Retention, RetentionChanged,
 )
 from ledger.money import InvalidAmount, from_nano, parse_amount, to_nano
 from ledger.recorder import Append, Recorder, Secret
 
-RETENTION_MODES = ("retain", "none")
+RETENTION_MODES: tuple[Retention, ...] = get_args(Retention)
 PROVIDERS = ("openai", "anthropic", "google")
 # Balances are 64-bit nano-rupees (about 9.2e9 INR); one operation stays far below that.
 MAX_AMOUNT_INR = Decimal(1_000_000_000)
@@ -26,10 +27,9 @@ class AdminError(Exception):
 async def create_org(recorder: Recorder, name: str, credits_inr: str = "0",
                      retention: str = "retain") -> dict:
     """A new organization with an admin key, and its opening credits if any."""
-    amount = _amount(credits_inr, allow_zero=True)
-    _check_retention(retention)
+    amount, mode = _amount(credits_inr, allow_zero=True), _retention(retention)
     org_id, key, key_id = keys.new_id("org"), keys.new_key(), keys.new_id("key")
-    events = [OrgCreated(name=name, retention=retention), key_created(key, key_id, admin=True)]
+    events = [OrgCreated(name=name, retention=mode), key_created(key, key_id, admin=True)]
     if amount:
         events.append(CreditsAdded(amount_inr_nano=to_nano(amount), note="opening credits"))
     await _append(recorder, Append(org_id, events, expected_version=0))
@@ -58,9 +58,9 @@ async def add_credits(recorder: Recorder, org_id: str, amount_inr: str) -> dict:
 
 
 async def set_retention(recorder: Recorder, org_id: str, retention: str) -> dict:
-    _check_retention(retention)
+    mode = _retention(retention)
     await _require_org(recorder, org_id)
-    await _append(recorder, Append(org_id, [RetentionChanged(retention=retention)]))
+    await _append(recorder, Append(org_id, [RetentionChanged(retention=mode)]))
     return {"org_id": org_id, "retention": retention}
 
 
@@ -125,9 +125,14 @@ def _amount(text: str, allow_zero: bool = False) -> Decimal:
     return amount
 
 
-def _check_retention(retention: str) -> None:
-    if retention not in RETENTION_MODES:
-        raise AdminError(f"retention must be one of {', '.join(RETENTION_MODES)}, got {retention!r}")
+def _retention(text: str) -> Retention:
+    if not _is_retention(text):
+        raise AdminError(f"retention must be one of {', '.join(RETENTION_MODES)}, got {text!r}")
+    return text
+
+
+def _is_retention(text: str) -> TypeGuard[Retention]:
+    return text in RETENTION_MODES
 
 
 def _check_provider(provider: str) -> None:

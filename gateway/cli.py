@@ -5,6 +5,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import msgspec
 
@@ -17,6 +18,8 @@ from gateway.redaction import Redactor
 from gateway.sealing import Sealer
 from ledger import audit
 from ledger.recorder import SCHEMA_VERSION, LedgerUnavailable, Recorder, SchemaOutOfDate
+
+Result = TypeVar("Result")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,7 +110,7 @@ def _secret_argument(text: str) -> str:
     return text
 
 
-async def with_recorder(config: Config, action: Callable[[Recorder], Awaitable[object]]) -> object:
+async def with_recorder(config: Config, action: Callable[[Recorder], Awaitable[Result]]) -> Result:
     """Run `action` on the configured ledger (created on first use), then close it."""
     recorder = ledger_recorder(config.ledger)
     await recorder.open()
