@@ -8,10 +8,13 @@ server's. The retention gauges are read from the ledger at scrape time, the same
 
 import os
 import time
+from collections.abc import Iterable
+from typing import Generic, TypeVar
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 
 from gateway.facts import RequestFacts
 from ledger import queries
@@ -21,6 +24,7 @@ MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 BATCH_SIZES = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2000)
 REQUEST_LABELS = ("route", "model", "provider", "status")
+LabelledMetric = TypeVar("LabelledMetric", Counter, Histogram)
 
 
 class Metrics:
@@ -75,7 +79,7 @@ class Metrics:
 
     async def render(self, recorder: Recorder) -> bytes:
         registry = CollectorRegistry()
-        if self.shared:
+        if self._registry is None:  # shared
             multiprocess.MultiProcessCollector(registry)
         else:
             registry.register(_Registered(self._registry))
@@ -90,16 +94,16 @@ class Metrics:
         return await queries.hosted_due_count(recorder, cutoff), await queries.expired_media_count(recorder)
 
 
-class Children:
+class Children(Generic[LabelledMetric]):
     """A labelled metric's children by their label values. prometheus_client's labels() checks
     and locks on every call; here each child is looked up there once. Holds no more children
     than the metric itself does."""
 
-    def __init__(self, metric: Counter | Histogram) -> None:
-        self._metric = metric
-        self._children: dict[tuple[str, ...], Counter | Histogram] = {}
+    def __init__(self, metric: LabelledMetric) -> None:
+        self._metric: LabelledMetric = metric
+        self._children: dict[tuple[str, ...], LabelledMetric] = {}
 
-    def __call__(self, labels: tuple[str, ...]) -> Counter | Histogram:
+    def __call__(self, labels: tuple[str, ...]) -> LabelledMetric:
         child = self._children.get(labels)
         if child is None:
             child = self._children[labels] = self._metric.labels(*labels)
@@ -111,10 +115,10 @@ def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
 
 
 class _Fixed:
-    def __init__(self, families: list) -> None:
+    def __init__(self, families: list[Metric]) -> None:
         self._families = families
 
-    def collect(self):
+    def collect(self) -> Iterable[Metric]:
         return self._families
 
 
@@ -124,5 +128,5 @@ class _Registered:
     def __init__(self, registry: CollectorRegistry) -> None:
         self._registry = registry
 
-    def collect(self):
+    def collect(self) -> Iterable[Metric]:
         return self._registry.collect()
