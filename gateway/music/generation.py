@@ -4,6 +4,7 @@ import asyncio
 import base64
 import time
 from decimal import Decimal
+from typing import Literal
 
 import msgspec
 
@@ -27,6 +28,7 @@ from storage.objects import StorageError, StoredObject
 
 ROUTE = "/v1/music"
 MIME = "audio/mpeg"
+Storage = Literal["s3", "inline", "none"]  # where a track's audio went, as MusicTrackRecorded.storage says
 
 
 class Generated(msgspec.Struct, frozen=True):
@@ -37,7 +39,7 @@ class Generated(msgspec.Struct, frozen=True):
     model: Resolved
     audio: bytes
     text: str
-    storage: str
+    storage: Storage
     cost: Cost
     created: int
 
@@ -49,7 +51,7 @@ def flat_cost(services: Services, model: Resolved) -> Cost:
     return Cost(usd, 0, to_nano(from_nano(usd) * rate), rate)
 
 
-def storage_label(services: Services, caller: Caller) -> str:
+def storage_label(services: Services, caller: Caller) -> Storage:
     """Spec 2.1: `none` when the org keeps nothing, `inline` without object storage, else `s3`."""
     account = services.directory.account(caller.org_id)
     if account is None or account.retention == "none":
@@ -77,9 +79,12 @@ async def generate(services: Services, caller: Caller, request: MusicRequest, se
         storage = storage_label(services, caller)
         store = services.store if storage == "s3" else None
         stored = await store.put(object_key(caller), reply.audio, MIME) if store else None
-    except BaseException as exc:
+    except BaseException as exc:  # cancelled too: the hold and the key are released either way
         await asyncio.shield(_failed(services, caller, request, model, hold, claim, exc))
-        raise _client_error(exc, model, request) from None
+        error = _client_error(exc, model, request)
+        if error is exc:
+            raise
+        raise error from None
     generated = Generated(caller.request_id, request.model, model, reply.audio, reply.text, storage,
                           success.cost, int(time.time()))
     await _succeeded(services, caller, request, hold, success, generated, stored, claim)
@@ -171,7 +176,7 @@ async def create(services: Services, caller: Caller, body: dict, request: MusicR
     if not idempotency_key:
         return response_body(services, await generate(services, caller, request, served, images))
     digest = request_hash(body)
-    generated = await services.idempotency.once(
+    generated: Generated = await services.idempotency.once(
         caller.org_id, idempotency_key, digest,
         lambda claim: generate(services, caller, request, served, images, claim),
         lambda request_id: replay(services, caller, request, request_id))
@@ -186,4 +191,4 @@ async def replay(services: Services, caller: Caller, request: MusicRequest, requ
     audio = b"".join([chunk async for chunk in services.store.stream(track.object_key)])
     cost = Cost(track.cost_usd_nano, 0, track.charged_inr_nano, Decimal(track.usd_to_inr))
     return Generated(request_id, request.model, services.catalogue.resolve(track.model), audio,
-                     track.text or "", track.storage, cost, track.created_at_us // 1_000_000)
+                     track.text or "", "s3", cost, track.created_at_us // 1_000_000)  # hosted: in s3

@@ -57,7 +57,7 @@ async def history(services: Services, caller: Caller, limit: int) -> list[dict]:
 
 def history_item(track: Track) -> dict:
     """One item of spec 2.2, plus the lyrics text and the log row id."""
-    audio = None
+    audio: dict[str, str | None] | None = None
     if track.hosted:
         audio = {"url": f"/v1/music/{track.request_id}/content", "mime_type": "audio/mpeg", "storage": "s3"}
     elif not track.error and track.storage != "s3":

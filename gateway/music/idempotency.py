@@ -29,7 +29,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Literal, NamedTuple, Protocol
+from typing import Generic, Literal, NamedTuple, Protocol, TypeVar
 
 import msgspec
 
@@ -55,7 +55,11 @@ class KeyTaken(Exception):
 
 
 class Answer(Protocol):
-    request_id: str
+    @property
+    def request_id(self) -> str: ...
+
+
+A = TypeVar("A", bound=Answer)  # what a request under a key produces, and duplicates receive
 
 
 class Use(NamedTuple):
@@ -124,16 +128,16 @@ class Patience:
         self._pause = min(self._pause * 2, LONGEST_POLL_S)
 
 
-class IdempotencyKeys:
+class IdempotencyKeys(Generic[A]):
     def __init__(self, recorder: Recorder, upstream_timeout_s: float = 240.0, remembered: int = 64) -> None:
         self._recorder = recorder
         self._lease_s = upstream_timeout_s + LEASE_MARGIN_S
-        self._running: dict[tuple[str, str], tuple[str, asyncio.Future]] = {}
-        self._answers: OrderedDict[tuple[str, str], Answer] = OrderedDict()  # by (org, request id)
+        self._running: dict[tuple[str, str], tuple[str, asyncio.Future[A]]] = {}
+        self._answers: OrderedDict[tuple[str, str], A] = OrderedDict()  # by (org, request id)
         self._remembered = remembered
 
-    async def once(self, org_id: str, key: str, body_hash: str, produce: Callable[[Claim], Awaitable[Answer]],
-                   replay: Callable[[str], Awaitable[Answer | None]]) -> Answer:
+    async def once(self, org_id: str, key: str, body_hash: str, produce: Callable[[Claim], Awaitable[A]],
+                   replay: Callable[[str], Awaitable[A | None]]) -> A:
         """The result of `produce` under a claim of (org, key); the first result to duplicates."""
         if len(key) > MAX_KEY_CHARS:
             raise ApiError(400, f"Idempotency-Key is longer than {MAX_KEY_CHARS} characters",
@@ -141,7 +145,7 @@ class IdempotencyKeys:
         slot = (org_id, key)
         if slot in self._running:
             return await self._join(slot, body_hash)
-        future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[A] = asyncio.get_running_loop().create_future()
         self._running[slot] = (body_hash, future)  # set before any await: later duplicates join
         try:
             result = await self._first(slot, body_hash, produce, replay)
@@ -155,20 +159,20 @@ class IdempotencyKeys:
         self._remember(org_id, result)
         return result
 
-    async def _join(self, slot: tuple[str, str], body_hash: str) -> Answer:
+    async def _join(self, slot: tuple[str, str], body_hash: str) -> A:
         running_hash, future = self._running[slot]
         if running_hash != body_hash:
             raise conflict("this Idempotency-Key is in use by a request with a different body")
         return await asyncio.shield(future)
 
-    async def _first(self, slot: tuple[str, str], body_hash: str, produce: Callable[[Claim], Awaitable[Answer]],
-                     replay: Callable[[str], Awaitable[Answer | None]]) -> Answer:
+    async def _first(self, slot: tuple[str, str], body_hash: str, produce: Callable[[Claim], Awaitable[A]],
+                     replay: Callable[[str], Awaitable[A | None]]) -> A:
         """Generate under a new claim of the key, or the answer of the request that holds it."""
         patience = Patience(self._lease_s)
         while True:
             use = await self._use(slot)
             step = next_step(use, body_hash, time.time_ns() // 1000)
-            if step == "replay":
+            if step == "replay" and use is not None:  # a replay always has a use; this tells the checker
                 return await self._replayed(slot[0], use.request_id, replay)
             if step == "claim":
                 claim = Claim(slot[1], body_hash, self._lease_s, use.request_id if use else "",
@@ -184,14 +188,14 @@ class IdempotencyKeys:
         return Use(*use) if use else None
 
     async def _replayed(self, org_id: str, request_id: str,
-                        replay: Callable[[str], Awaitable[Answer | None]]) -> Answer:
+                        replay: Callable[[str], Awaitable[A | None]]) -> A:
         answer = self._answers.get((org_id, request_id)) or await replay(request_id)
         if answer is None:
             raise conflict(f"this Idempotency-Key produced {request_id}, whose audio was not stored"
                            " and is not in this process's memory; it cannot be replayed")
         return answer
 
-    def _remember(self, org_id: str, result: Answer) -> None:
+    def _remember(self, org_id: str, result: A) -> None:
         slot = (org_id, result.request_id)
         self._answers[slot] = result
         self._answers.move_to_end(slot)
