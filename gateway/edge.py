@@ -7,6 +7,7 @@ so does the OpenAPI document (gateway.openapi), so the two cannot disagree.
 
 import re
 from collections.abc import Mapping
+from typing import Generic, TypeVar
 
 import msgspec
 from aiohttp import web
@@ -18,6 +19,7 @@ MAX_WHOLE = 2**63 - 1  # the largest integer either ledger backend stores
 # lone surrogates (aiohttp's stand-ins for bytes that are not UTF-8; they cannot be encoded).
 NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
 _MAX_DIGITS = len(str(MAX_WHOLE))
+Default = TypeVar("Default", int, None)  # None: the parameter may be absent
 
 
 def is_whole(text: str, least: int, most: int) -> bool:
@@ -34,18 +36,22 @@ def whole_number(text: str, name: str, least: int, most: int) -> int:
     return int(text)
 
 
-class WholeNumber(msgspec.Struct, frozen=True):
+class WholeNumber(msgspec.Struct, Generic[Default], frozen=True):
     """A whole-number query parameter: its name, bounds and default (None: it may be absent)."""
 
     name: str
     least: int
     most: int
-    default: int | None = None
+    default: Default
     description: str = ""
 
-    def read(self, query: Mapping[str, str]) -> int | None:
+    def read(self, query: Mapping[str, str]) -> int | Default:
         text = query.get(self.name)
-        return self.default if text is None else whole_number(text, self.name, self.least, self.most)
+        return self.default if text is None else self.parse(text)
+
+    def parse(self, text: str) -> int:
+        """The parameter's text as an int; 400 naming it unless it is in bounds."""
+        return whole_number(text, self.name, self.least, self.most)
 
     def schema(self) -> dict:
         schema = {"type": "integer", "minimum": self.least, "maximum": self.most}

@@ -174,8 +174,10 @@ def _operation(op: Operation, path: str, catalogue: Catalogue) -> dict:
         schema = {"$ref": REF.format(name=op.body.__name__)}
         spec["requestBody"] = {"required": True, "content": {JSON: {"schema": schema}}}
     if op.form is not None:
-        form = {**op.form, "properties": {**op.form["properties"],
-                                          "model": {"enum": catalogue.names(op.model_kind)}}}
+        properties = dict(op.form["properties"])
+        if op.model_kind is not None:
+            properties["model"] = {"enum": catalogue.names(op.model_kind)}
+        form = {**op.form, "properties": properties}
         spec["requestBody"] = {"required": True, "content": {"multipart/form-data": {"schema": form}}}
     for param in spec["parameters"]:
         if param["name"] == "model" and op.model_kind is not None:

@@ -25,7 +25,7 @@ MAX_LIMIT = 200
 FILTERS = LOG_FILTERS
 PARAMETERS = frozenset({"limit", "before", *FILTERS})
 LIMIT = WholeNumber("limit", 1, MAX_LIMIT, DEFAULT_LIMIT, "entries on the page")
-STATUS = WholeNumber("status", 100, 599, description="only requests answered with this HTTP status")
+STATUS = WholeNumber("status", 100, 599, None, description="only requests answered with this HTTP status")
 LOG_ID_PREFIX = "log_"
 LOG_ID_PATTERN = r"^log_[0-9]{1,19}$"  # what position_of accepts (below 2^63 too)
 
@@ -43,7 +43,7 @@ def parse_query(query: Mapping[str, str]) -> LogQuery:
                           f" {', '.join(sorted(PARAMETERS))}", unknown[0])
     limit = LIMIT.read(query)
     before = position_of(query["before"], "before") if "before" in query else None
-    filters = tuple((name, STATUS.read(query) if name == "status" else query[name])
+    filters = tuple((name, STATUS.parse(query[name]) if name == "status" else query[name])
                     for name in FILTERS if query.get(name))
     return LogQuery(limit, before, filters)
 

@@ -89,14 +89,16 @@ async def overview(services: Services, caller: Caller, days: int, now_us: int | 
 
 def summary(rows: list[DailyUsage], days: Iterable[int]) -> dict:
     """Totals, a zero-filled series per day, the models by spend, and what the log's filters offer."""
-    total, by_day, by_model = Tally(), defaultdict(Tally), defaultdict(Tally)
+    total = Tally()
+    by_day: defaultdict[int, Tally] = defaultdict(Tally)
+    by_model: defaultdict[str, Tally] = defaultdict(Tally)
     for row in rows:
-        for tally in (total, by_day[row[0]], by_model[row[2]]):
+        for tally in (total, by_day[row.day], by_model[row.model]):
             tally.add(row)
     models = sorted(by_model.items(), key=lambda item: (-item[1].charged_inr_nano, -item[1].requests, item[0]))
     return {
         "totals": {**total.money(), "error_rate": number(error_rate(total)), **total.tokens()},
         "daily": [{"date": day_text(day), **by_day[day].money()} for day in days],
         "by_model": [{"model": model, **tally.money(), **tally.tokens()} for model, tally in models],
-        "routes": sorted({row[1] for row in rows}), "models": sorted(by_model),
-        "statuses": sorted({row[3] for row in rows})}
+        "routes": sorted({row.route for row in rows}), "models": sorted(by_model),
+        "statuses": sorted({row.status for row in rows})}
