@@ -16,6 +16,7 @@ aiohttp offers no hook for its request handler, so `GuardedAppRunner` builds the
 """
 
 import asyncio
+from typing import Any
 
 import msgspec
 import structlog
@@ -43,9 +44,9 @@ def body_too_slow(timeout_s: float) -> ApiError:
 class GuardedRequestHandler(RequestHandler):
     """aiohttp's HTTP/1 connection with the header and body timeouts of `Timeouts`."""
 
-    __slots__ = ("_timeouts", "_head_timer", "_body_timer", "_last_data", "_last_body")
+    __slots__ = ("_body_timer", "_head_timer", "_last_body", "_last_data", "_timeouts")
 
-    def __init__(self, manager: web.Server, *, timeouts: Timeouts, **kwargs) -> None:
+    def __init__(self, manager: web.Server, *, timeouts: Timeouts, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
         self._timeouts = timeouts
         self._head_timer: asyncio.TimerHandle | None = None
@@ -134,7 +135,7 @@ class GuardedRequestHandler(RequestHandler):
 
 
 class GuardedServer(web.Server):
-    def __init__(self, *args, timeouts: Timeouts, **kwargs) -> None:
+    def __init__(self, *args: Any, timeouts: Timeouts, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._timeouts = timeouts
 
@@ -145,7 +146,7 @@ class GuardedServer(web.Server):
 class GuardedAppRunner(web.AppRunner):
     """An AppRunner whose connections have the header and body timeouts."""
 
-    def __init__(self, app: web.Application, *, timeouts: Timeouts, **kwargs) -> None:
+    def __init__(self, app: web.Application, *, timeouts: Timeouts, **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
         self._timeouts = timeouts
 

@@ -1,6 +1,7 @@
 """The health report of spec 2.6: real checks of the database and Redis, plus billing backlog."""
 
 import asyncio
+from collections.abc import Awaitable
 
 from gateway import __version__
 from gateway.redis_client import FAILURES as REDIS_FAILURES, drop_idle_connections
@@ -45,7 +46,7 @@ async def _check_redis(services: Services) -> dict:
     return checked
 
 
-async def _check(probe) -> dict:
+async def _check(probe: Awaitable[object]) -> dict:
     try:
         await asyncio.wait_for(probe, CHECK_TIMEOUT_S)
     except (LedgerUnavailable, *REDIS_FAILURES) as exc:

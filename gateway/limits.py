@@ -72,7 +72,7 @@ class RateLimiter:
             return 0, 0  # Redis failed moments ago: fail open at once, see above
         try:
             async with asyncio.timeout(self._budget_s):
-                counted = await self._count_in_redis(names, requests, tokens)
+                counted = await _count_in_redis(self._redis, names, requests, tokens)
         except FAILURES as exc:
             self._breaker.failed()
             log.warning("rate_limit_unavailable", error=f"{type(exc).__name__}: {exc}"[:200])  # fail open
@@ -81,16 +81,20 @@ class RateLimiter:
         self._breaker.succeeded()
         return counted
 
-    async def _count_in_redis(self, names: tuple[str, str], requests: int, tokens: int) -> tuple[int, int]:
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.incrby(names[0], requests).expire(names[0], 2 * WINDOW_S)
-            pipe.incrby(names[1], tokens).expire(names[1], 2 * WINDOW_S)
-            counted_requests, _, counted_tokens, _ = await pipe.execute()
-        return counted_requests, counted_tokens
-
     def _count_locally(self, names: tuple[str, str], number: int, requests: int, tokens: int) -> tuple[int, int]:
         if number != self._local_window:
             self._local, self._local_window = {}, number  # a new window: old counters are done
         self._local[names[0]] = self._local.get(names[0], 0) + requests
         self._local[names[1]] = self._local.get(names[1], 0) + tokens
         return self._local[names[0]], self._local[names[1]]
+
+
+async def _count_in_redis(redis: Redis, names: tuple[str, str], requests: int, tokens: int) -> tuple[int, int]:
+    """Both counters of the window, raised by `requests` and `tokens`, in one round trip."""
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.incrby(names[0], requests)
+        pipe.expire(names[0], 2 * WINDOW_S)
+        pipe.incrby(names[1], tokens)
+        pipe.expire(names[1], 2 * WINDOW_S)
+        counted_requests, _, counted_tokens, _ = await pipe.execute()
+    return counted_requests, counted_tokens

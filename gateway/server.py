@@ -32,7 +32,7 @@ async def serve(config: Config, banner: str = "", *, reuse_port: bool = False,
         site = web.TCPSite(runner, config.server.host, config.server.port, backlog=2048,
                            reuse_port=reuse_port or None)
         await site.start()
-        url = _url_of(site)
+        url = _url_of(runner)
         log.info("gateway_ready", url=url, ledger=config.ledger.url.split("@")[-1])
         if banner:
             print(banner.format(url=url), flush=True)
@@ -46,8 +46,9 @@ async def serve(config: Config, banner: str = "", *, reuse_port: bool = False,
         await runner.cleanup()
 
 
-def _url_of(site: web.TCPSite) -> str:
-    host, port = site._server.sockets[0].getsockname()[:2]  # the real port when 0 was asked
+def _url_of(runner: web.BaseRunner) -> str:
+    """Where the runner's one site listens: the real port when 0 was asked."""
+    host, port = runner.addresses[0][:2]
     return f"http://{host}:{port}"
 
 

@@ -15,7 +15,7 @@ import os
 import signal
 import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from multiprocessing.process import BaseProcess
 
 import msgspec
@@ -110,7 +110,7 @@ class Supervisor:
             self._stop_if_stopping(worker)
 
     def _stop_if_stopping(self, worker: BaseProcess) -> None:
-        if self.stopping and worker.exitcode is None:
+        if self.stopping and worker.exitcode is None and worker.pid is not None:  # a pid: started
             os.kill(worker.pid, signal.SIGTERM)
 
     def wait(self) -> int:
@@ -128,7 +128,7 @@ class Supervisor:
         log.info("gateway_stopped", workers=len(self._workers), failed=failed)
         return 1 if failed or not self.stopping else 0
 
-    def _stop_unready(self, pending: list[BaseProcess]) -> None:
+    def _stop_unready(self, pending: Iterable[BaseProcess]) -> None:
         for worker in pending:
             if worker not in self._serving and worker.exitcode is None:
                 worker.terminate()  # still starting: nothing in flight to drain
