@@ -30,7 +30,7 @@ from ledger.backends import recorder_for
 from ledger.follower import LogFollower
 from ledger.recorder import Recorder
 from ledger.writer import GroupCommitWriter
-from storage.objects import ObjectStore
+from storage.settings import open_store
 
 
 def create_app(config: Config) -> web.Application:
@@ -86,16 +86,8 @@ async def redis_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def storage_ctx(app: web.Application) -> AsyncIterator[None]:
-    """One S3 client per process when object storage is configured."""
-    storage = app[CONFIG].storage
-    if not storage.configured:
-        app[STORE] = None
-        yield
-        return
-    async with ObjectStore.connect(
-            endpoint_url=storage.s3_endpoint_url, region=storage.s3_region,
-            access_key_id=storage.s3_access_key_id, secret_access_key=storage.s3_secret_access_key,
-            bucket=storage.s3_bucket) as store:
+    """One S3 client per process when object storage is configured (else None)."""
+    async with open_store(app[CONFIG].storage) as store:
         app[STORE] = store
         yield
 
