@@ -128,6 +128,19 @@ class PostgresRecorder(Recorder):
                 self._dsn, min_size=1, max_size=self._pool_size, timeout=self._connect_timeout_s,
                 command_timeout=self._timeout_s, server_settings={"search_path": self.schema},
                 reset=_keep_session)
+        try:
+            with unavailable_on(is_outage, DRIVER_ERRORS):
+                found = await self._prepare(migrate)
+        except BaseException:
+            await self.close()  # a failed open keeps no pool
+            raise
+        if found != SCHEMA_VERSION and not migrate:
+            await self.close()
+            raise out_of_date(found)
+
+    async def _prepare(self, migrate: bool) -> int:
+        """The store's schema version, after bringing it up to date when `migrate` (one process
+        at a time: the advisory lock)."""
         async with self._connection() as db, db.transaction():
             await db.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK, timeout=MIGRATE_TIMEOUT_S)
             found = await self._version(db)
@@ -139,9 +152,7 @@ class PostgresRecorder(Recorder):
                 await db.execute(SCHEMA_VERSIONS)
                 await db.execute("INSERT INTO ledger_schema (version, applied_at_us) VALUES ($1, $2)",
                                  SCHEMA_VERSION, time.time_ns() // 1000)
-        if found != SCHEMA_VERSION and not migrate:
-            await self.close()
-            raise out_of_date(found)
+        return found
 
     async def _version(self, db: asyncpg.Connection) -> int:
         exists = await db.fetchval("SELECT to_regclass('ledger_schema') IS NOT NULL")

@@ -142,14 +142,15 @@ class SQLiteRecorder(Recorder):
         """The writer connection, the schema checked (or brought up to date, with `migrate`)."""
         # One process at a time connects and creates, converts or upgrades the file (workers
         # start together): SQLite refuses a journal-mode change racing another, without waiting.
-        async with self._exclusive(MIGRATE_TIMEOUT_S):
-            writer = await self._connect()
-            try:
-                with unavailable_on(is_outage, DRIVER_ERRORS):
+        # Waiting for the lock is translated too: a timeout there is the ledger being unavailable.
+        with unavailable_on(is_outage, DRIVER_ERRORS):
+            async with self._exclusive(MIGRATE_TIMEOUT_S):
+                writer = await self._connect()
+                try:
                     await _prepare(writer, migrate)
-            except BaseException:
-                await writer.close()  # a failed open keeps no connection: its thread would outlive us
-                raise
+                except BaseException:
+                    await writer.close()  # a failed open keeps no connection: its thread would outlive us
+                    raise
         return writer
 
     @translating
