@@ -101,9 +101,12 @@ async def ping(recorder: Recorder) -> None:
     await recorder._fetch("SELECT 1")
 
 
+LAST_POSITION = "SELECT COALESCE(MAX(position), 0) FROM events"  # the append reads it too
+
+
 async def last_position(recorder: Recorder) -> int:
     """The position of the last event recorded (0: none yet)."""
-    [(position,)] = await recorder._fetch("SELECT COALESCE(MAX(position), 0) FROM events")
+    [(position,)] = await recorder._fetch(LAST_POSITION)
     return position
 
 

@@ -13,10 +13,8 @@ import sqlite3
 from collections.abc import Sequence
 
 from ledger import projections
+from ledger.queries import LAST_POSITION
 from ledger.recorder import Append, Outcome, accepted, held_by, plan
-
-LAST_POSITION = "SELECT COALESCE(MAX(position), 0) FROM events"
-
 
 def append(db: sqlite3.Connection, units: Sequence[Append]) -> list[Outcome]:
     """Plan and write `units` in one IMMEDIATE transaction: all of them, or (raising) none."""

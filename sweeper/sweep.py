@@ -12,11 +12,12 @@ from datetime import datetime
 
 import msgspec
 
+from ledger import queries
 from ledger.events import MediaExpired
 from ledger.recorder import Append, AppendRejected, Recorder
 from storage.deletion import MAX_KEYS_PER_DELETE, DeleteResult
 from storage.objects import ObjectStore
-from sweeper.worklist import DueTrack, cutoff_us, due_media, due_text
+from sweeper.worklist import DueTrack, cutoff_us, due_media
 
 NO_STORAGE = "NoStorage: object storage is not configured for this sweeper"
 
@@ -96,7 +97,7 @@ class Sweeper:
         if not self._text_days:
             return
         before = cutoff_us(as_of, self._text_days)
-        report.text_due = await due_text(self._recorder, before)
+        report.text_due = await queries.due_text_count(self._recorder, before)
         while not dry_run and not self.stopping.is_set():
             removed = await self._recorder.remove_text(before, time.time_ns() // 1000, self._page)
             report.text_removed += removed

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 from ledger import queries
-from ledger.queries import DUE_MEDIA, DUE_TEXT, DueTrack  # noqa: F401 (the statements: their plans are tested)
+from ledger.queries import DueTrack
 from ledger.recorder import Recorder
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -26,7 +26,3 @@ async def due_media(recorder: Recorder, before_us: int, page: int = 1000) -> Asy
         yield tracks
         after = (tracks[-1].created_at_us, tracks[-1].request_id)
 
-
-async def due_text(recorder: Recorder, before_us: int) -> int:
-    """How many content rows recorded before `before_us` still hold their text."""
-    return await queries.due_text_count(recorder, before_us)

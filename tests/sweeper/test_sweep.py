@@ -9,7 +9,7 @@ from ledger.sqlite import SQLiteRecorder
 from storage.objects import ObjectStore
 from support import count_objects
 from sweeper.sweep import NO_STORAGE, Sweeper
-from sweeper.worklist import DUE_MEDIA, DUE_TEXT
+from ledger.queries import DUE_MEDIA, DUE_TEXT
 from sweeper_helpers import DAY, created_at, expiry_events, host_tracks
 
 MICROSECOND = timedelta(microseconds=1)
