@@ -17,7 +17,7 @@ run: install  ## the gateway + upstream simulator on the embedded default; print
 	$(VENV)/bin/gateway demo
 
 browser:  ## Debian's Chromium for tests/browser, when missing (without it they skip; in CI they fail)
-	@bash .ci/apt-install chromium chromium || echo "Chromium is not installed: the browser tests will skip (and fail in CI)"
+	@bash .ci/apt-install /usr/bin/chromium chromium || echo "Chromium is not installed: the browser tests will skip (and fail in CI)"
 
 lint: install  ## ruff over the code and the tests, mypy over the packages (settings in pyproject.toml)
 	$(VENV)/bin/ruff check

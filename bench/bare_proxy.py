@@ -12,22 +12,21 @@ Prints one JSON line {"event": "bare_proxy_ready", "url": ...} on stdout once it
 """
 
 import argparse
-import asyncio
-import sys
 from collections.abc import AsyncIterator
 
 import aiohttp
-import orjson
 from aiohttp import web
 
+from bench.fake_upstream import serve_app
+from bench.http_wire import CHAT_PATH
+
 READY_EVENT = "bare_proxy_ready"
-PATH = "/v1/chat/completions"
 FORWARDED = ("Authorization", "Content-Type")
 SESSION = web.AppKey("session", aiohttp.ClientSession)
 
 
 def make_app(upstream: str) -> web.Application:
-    url = upstream + PATH
+    url = upstream + CHAT_PATH
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=60)
 
     async def session_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -51,18 +50,8 @@ def make_app(upstream: str) -> web.Application:
 
     app = web.Application()
     app.cleanup_ctx.append(session_ctx)
-    app.router.add_post(PATH, relay)
+    app.router.add_post(CHAT_PATH, relay)
     return app
-
-
-async def serve(args: argparse.Namespace) -> None:
-    runner = web.AppRunner(make_app(args.upstream), access_log=None, handle_signals=True)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", args.port, backlog=4096).start()
-    port = runner.addresses[0][1]
-    sys.stdout.write(orjson.dumps({"event": READY_EVENT, "url": f"http://127.0.0.1:{port}"}).decode() + "\n")
-    sys.stdout.flush()
-    await asyncio.Event().wait()
 
 
 def main() -> None:
@@ -70,7 +59,8 @@ def main() -> None:
     parser.add_argument("--upstream", required=True, help="the fake upstream's base URL")
     parser.add_argument("--port", type=int, default=0)
     import uvloop
-    uvloop.run(serve(parser.parse_args()))
+    args = parser.parse_args()
+    uvloop.run(serve_app(make_app(args.upstream), args.port, READY_EVENT))
 
 
 if __name__ == "__main__":

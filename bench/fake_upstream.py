@@ -71,13 +71,14 @@ def make_app(chunks: int, hold_s: float) -> web.Application:
     return app
 
 
-async def serve(args: argparse.Namespace) -> None:
-    runner = web.AppRunner(make_app(args.chunks, args.hold_s), access_log=None, handle_signals=True)
+async def serve_app(app: web.Application, port: int, ready_event: str) -> None:
+    """Serve `app` on 127.0.0.1:`port` (0: any) until killed; one JSON line {"event": ready_event,
+    "url": ...} on stdout once it listens (what bench.procs waits for)."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=True)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", args.port, backlog=4096)
-    await site.start()
+    await web.TCPSite(runner, "127.0.0.1", port, backlog=4096).start()
     port = runner.addresses[0][1]
-    sys.stdout.write(orjson.dumps({"event": READY_EVENT, "url": f"http://127.0.0.1:{port}"}).decode() + "\n")
+    sys.stdout.write(orjson.dumps({"event": ready_event, "url": f"http://127.0.0.1:{port}"}).decode() + "\n")
     sys.stdout.flush()
     await asyncio.Event().wait()
 
@@ -89,7 +90,8 @@ def main() -> None:
     parser.add_argument("--hold-s", type=float, default=3600.0,
                         help="how long a stream asking for [hold] pauses after its first chunk")
     import uvloop
-    uvloop.run(serve(parser.parse_args()))
+    args = parser.parse_args()
+    uvloop.run(serve_app(make_app(args.chunks, args.hold_s), args.port, READY_EVENT))
 
 
 if __name__ == "__main__":

@@ -13,16 +13,15 @@ from bench import clients, gateways, procs, wrk
 WARM_STREAMS = 32
 SETTLE_S = 1.0
 FILES_PER_STREAM = 2  # the gateway holds the client's socket and its upstream socket
-SPARE_FILES = 1024
 
 
 def memory_per_stream(tmp: Path, requested: int) -> dict:
     """Open `requested` streams (fewer if the open-files limit cannot hold them) through one
     worker; the RSS it gained per stream, in KiB."""
     (tmp / "hold").mkdir(exist_ok=True)
-    limit = procs.raise_open_files(FILES_PER_STREAM * requested + SPARE_FILES)  # inherited by all three
+    limit = procs.raise_open_files(FILES_PER_STREAM * requested + procs.SPARE_FILES)  # inherited by all three
     # Past the limit the gateway's accepts fail and back off: fewer streams measure the same thing.
-    count = min(requested, (limit - SPARE_FILES) // FILES_PER_STREAM)
+    count = min(requested, (limit - procs.SPARE_FILES) // FILES_PER_STREAM)
     with (gateways.fake_upstream(tmp, "hold-upstream") as (upstream, upstream_target),
           gateways.prepared("sqlite1", upstream_target.url, tmp / "hold") as ready,
           gateways.serving(ready) as target):

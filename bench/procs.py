@@ -95,6 +95,9 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for process {pid}")
 
 
+SPARE_FILES = 1024  # descriptors a process needs beyond one per stream (the loop, stdio, imports)
+
+
 def raise_open_files(needed: int) -> int:
     """Raise this process's open-file limit (inherited by the processes it starts) to at least
     `needed` if allowed; returns the soft limit now in force."""

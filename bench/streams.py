@@ -22,7 +22,6 @@ from bench import http_wire, procs
 from bench.fake_upstream import HOLD_MARK
 
 OPENING_AT_ONCE = 200  # connects in flight at once while opening many streams (listen backlogs)
-SPARE_FILES = 1024  # descriptors beyond one per stream (the loop, stdio, imports)
 
 
 class StreamCounter:
@@ -124,7 +123,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    procs.raise_open_files(args.connections + SPARE_FILES)  # one descriptor per stream held
+    procs.raise_open_files(args.connections + procs.SPARE_FILES)  # one descriptor per stream held
     if args.mode == "hold":
         uvloop.run(hold(args))
     else:
