@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 import msgspec
 from aiohttp import web
 
-from gateway.billing.charging import admit, bill, failed
+from gateway.billing.charging import admit, bill, failed, record_failure
 from gateway.billing.pricing import Usage
 from gateway.catalogue import Resolved
 from gateway.errors import UpstreamError
@@ -71,7 +71,7 @@ class SpeechRelay:
         try:
             await self._relay(response)
         except UpstreamError as exc:
-            await failed(self.services, self.caller, ROUTE, self.model, self.request.model, exc, stream=True)
+            await record_failure(self.services, self.caller, ROUTE, self.model, exc, stream=True)
             _cut(http_request)
             return response
         except (ConnectionError, asyncio.CancelledError):

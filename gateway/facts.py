@@ -18,7 +18,6 @@ class RequestFacts(msgspec.Struct, omit_defaults=True):
 
     model: str | None = None
     stream: bool | None = None
-    org_id: str | None = None
     provider: str | None = None
     cost_inr: str | None = None
     ws_close_code: int | None = None

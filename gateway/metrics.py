@@ -31,8 +31,8 @@ class Metrics:
     """The gateway's metrics; one instance per app (no module-level state)."""
 
     def __init__(self, retention_days: int) -> None:
-        self.shared = bool(os.environ.get(MULTIPROCESS_DIR))
-        self._registry = None if self.shared else CollectorRegistry()  # shared: files, not a registry
+        shared = bool(os.environ.get(MULTIPROCESS_DIR))
+        self._registry = None if shared else CollectorRegistry()  # shared: files, not a registry
         self._retention_days = retention_days
         r = self._registry
         self.requests = Counter("gateway_requests", "Requests answered", REQUEST_LABELS, registry=r)

@@ -16,7 +16,6 @@ from gateway.state import CALLER, FACTS, METRICS, REQUEST_ID, SERVICES, STARTED
 from ledger.recorder import LedgerUnavailable
 
 log = structlog.get_logger("gateway.request")
-# The response a handler has begun sending (its status line is out); set as it is prepared.
 
 # Routes answered without a key; every other /v1 route needs one.
 PUBLIC = frozenset({"/", "/v1/models", "/openapi.json"})
@@ -78,9 +77,9 @@ async def _render_errors(request: web.Request, handler: Handler) -> web.StreamRe
         check_url(request)
         return await handler(request)
     except ApiError as exc:
-        return exc.response()
+        return _answer(request, exc)
     except LedgerUnavailable:
-        return ledger_unavailable().response()
+        return _answer(request, ledger_unavailable())
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -91,6 +90,15 @@ async def _render_errors(request: web.Request, handler: Handler) -> web.StreamRe
     except Exception:  # the boundary: a bug, logged once with its traceback, answered as JSON
         log.exception("unhandled_error", method=request.method, route=request.path)
         return _after_failure(request)
+
+
+def _answer(request: web.Request, error: ApiError) -> web.StreamResponse:
+    """`error` as its JSON response; once a response has begun (a status line is out, or a
+    WebSocket is open), no second one can follow, so that one is cut instead."""
+    if STARTED in request:
+        log.warning("error_after_response_began", status=error.status, error=error.message)
+        return _after_failure(request)
+    return error.response()
 
 
 def _after_failure(request: web.Request) -> web.StreamResponse:
@@ -129,7 +137,6 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     services = request.app[SERVICES]
     await services.limiter.admit(principal.key_id, services.limits_for(principal.key_id))
     request[CALLER] = Caller(principal, request[REQUEST_ID], facts=request[FACTS])
-    request[FACTS].org_id = principal.org_id
     structlog.contextvars.bind_contextvars(org_id=principal.org_id)
     return await handler(request)
 

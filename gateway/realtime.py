@@ -195,10 +195,12 @@ class RealtimeSession:
 
     async def _end(self, client: web.WebSocketResponse) -> None:
         """Record the session (first: a slow close must not delay the charge), close both sides."""
-        await self._record()
-        await self.upstream.close()
-        if client.prepared:
-            await client.close(code=WSCloseCode.GOING_AWAY)
+        try:
+            await self._record()
+        finally:  # a charge the ledger refuses still closes both sockets
+            await self.upstream.close()
+            if client.prepared:
+                await client.close(code=WSCloseCode.GOING_AWAY)
 
     async def _record(self) -> None:
         await bill(self.services, self.caller, ROUTE, self.model, self.usage, None, byok=self.byok,

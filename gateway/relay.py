@@ -49,7 +49,6 @@ def unrecorded_error(exc: Exception) -> ApiError:
 
 class RelayedRequest(Protocol):
     model: str  # the model as the client named it
-    stream: bool
 
 
 class Upstream(Protocol):
@@ -109,7 +108,7 @@ class BilledRelay(abc.ABC, Generic[U]):
     async def _upstream_failed(self, response: web.StreamResponse, exc: UpstreamError) -> None:
         """Record the failure (not charged) and tell the client in the stream."""
         try:
-            await record_failure(self.services, self.caller, self.route, self.model, exc, stream=self.request.stream)
+            await record_failure(self.services, self.caller, self.route, self.model, exc, stream=True)
         except UNRECORDED as failure:  # the client still hears what failed
             log.warning("stream_failure_unrecorded", error=repr(failure), upstream_error=exc.message)
         await self._end_with(response, exc.to_api_error(self.model.provider_id, self.request.model))

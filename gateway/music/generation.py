@@ -23,7 +23,7 @@ from gateway.resolution import Served
 from gateway.services import Caller, Services
 from ledger.events import MusicTrackRecorded
 from ledger.money import from_nano, to_nano
-from ledger.recorder import Append, AppendRejected
+from ledger.recorder import Append, AppendRejected, Content
 from storage.objects import StorageError, StoredObject
 
 ROUTE = "/v1/music"
@@ -115,8 +115,7 @@ async def _call_upstream(services: Services, caller: Caller, request: MusicReque
 async def _succeeded(services: Services, caller: Caller, request: MusicRequest, hold: credit_holds.Hold | None,
                      success: Outcome, generated: Generated, stored: StoredObject | None,
                      claim: Claim | None) -> None:
-    prompt = retained(services, caller, "_p", {"prompt": request.prompt, "lyrics": request.lyrics,
-                                                 "instrumental": request.instrumental})
+    prompt = _retained_prompt(services, caller, request)
     text = retained(services, caller, "_t", generated.text)
     track = MusicTrackRecorded(
         request_id=caller.request_id, model=generated.model.model_id, provider=generated.model.provider_id,
@@ -131,14 +130,19 @@ async def _failed(services: Services, caller: Caller, request: MusicRequest, mod
                   hold: credit_holds.Hold | None, claim: Claim | None, exc: BaseException) -> None:
     """Release the hold and the key, and log the failure in history (error: true, cost 0)."""
     status = getattr(_client_error(exc, model, request), "status", 500) if isinstance(exc, Exception) else 499
-    prompt = retained(services, caller, "_p", {"prompt": request.prompt, "lyrics": request.lyrics,
-                                                 "instrumental": request.instrumental})
+    prompt = _retained_prompt(services, caller, request)
     track = MusicTrackRecorded(request_id=caller.request_id, model=model.model_id,
                                provider=model.provider_id, storage="none", error=True,
                                prompt_content_id=prompt.content_id if prompt else "")
     failure = outcome(ROUTE, model, status, error=str(exc)[:500] or type(exc).__name__)
     released = [claim.released(caller.request_id)] if claim else []
     await credit_holds.settle(services, caller, hold, failure, [track, *released], [prompt])
+
+
+def _retained_prompt(services: Services, caller: Caller, request: MusicRequest) -> Content | None:
+    """What the org's history keeps of the request, success or failure alike."""
+    return retained(services, caller, "_p", {"prompt": request.prompt, "lyrics": request.lyrics,
+                                              "instrumental": request.instrumental})
 
 
 def _client_error(exc: BaseException, model: Resolved, request: MusicRequest) -> BaseException:
