@@ -7,6 +7,7 @@ from openai.types.responses import Response
 
 from gateway.billing.pricing import Usage
 from gateway.errors import ApiError
+from gateway.providers import anthropic_wire, google_chat_request
 from gateway.responses.translate import chat_body, response_object, usage_object
 
 PNG_URL = "data:image/png;base64,iVBORw0KGgo="
@@ -253,3 +254,35 @@ def test_an_answer_s_output_read_back_as_history_is_the_same_assistant_turn():
     assert messages == [{"role": "user", "content": "Weather?"},
                         {"role": "assistant", "content": "Checking.", "tool_calls": [chat_call("call_1")]},
                         {"role": "tool", "tool_call_id": "call_1", "content": "18 C"}]
+
+
+# -- the chat body as the chat adapters read it --------------------------------------------------
+
+def conversation_request() -> dict:
+    items = [{"role": "user", "content": [{"type": "input_text", "text": "Weather here?"},
+                                          {"type": "input_image", "image_url": PNG_URL}]},
+             {"role": "assistant", "content": "Checking."}, call_item("call_1"),
+             {"type": "function_call_output", "call_id": "call_1", "output": "18 C"}]
+    return request(items, instructions="Be brief.", tools=[WEATHER_TOOL], tool_choice="required",
+                   max_output_tokens=200, parallel_tool_calls=False, reasoning={"effort": "low"})
+
+
+def test_the_chat_body_is_what_the_anthropic_adapter_translates():
+    translated = anthropic_wire.messages_body(chat_body(conversation_request()), "claude-haiku-4-5-20251001")
+    assert translated["system"] == "Be brief." and translated["max_tokens"] == 200
+    assert translated["tool_choice"] == {"type": "any", "disable_parallel_tool_use": True}
+    assert [turn["role"] for turn in translated["messages"]] == ["user", "assistant", "user"]
+    assert translated["messages"][1]["content"][1] == {"type": "tool_use", "id": "call_1", "name": "get_weather",
+                                                       "input": {"city": "Paris"}}
+    assert translated["messages"][2]["content"] == [{"type": "tool_result", "tool_use_id": "call_1",
+                                                     "content": "18 C"}]
+
+
+def test_the_chat_body_is_what_the_gemini_adapter_translates():
+    translated = google_chat_request.generate_content_body(chat_body(conversation_request()))
+    assert translated["systemInstruction"] == {"parts": [{"text": "Be brief."}]}
+    assert translated["generationConfig"]["maxOutputTokens"] == 200
+    assert translated["generationConfig"]["thinkingConfig"] == {"thinkingBudget": 1024}
+    assert [turn["role"] for turn in translated["contents"]] == ["user", "model", "user"]
+    assert translated["contents"][2]["parts"] == [{"functionResponse": {"name": "get_weather",
+                                                                       "response": {"content": "18 C"}}}]
