@@ -5,7 +5,8 @@ character; the count is recorded as prompt_tokens). A stream that completes is c
 its last byte; a client that leaves mid-way is charged too (status 499), as the provider bills
 the whole input it accepted. A provider failure before the first byte is an ordinary gateway
 error; one after it cuts the client's connection (so the audio cannot pass for complete).
-Neither is charged.
+Neither is charged. Being priced by its input, speech is the one streamed answer whose cost is
+known before its first byte: its response headers state it, and the charge equals it.
 """
 
 import asyncio
@@ -15,7 +16,7 @@ from typing import Annotated, Literal
 import msgspec
 from aiohttp import web
 
-from gateway.billing.charging import admit, bill, failed, record_failure
+from gateway.billing.charging import Outcome, admit, bill, failed, outcome, price, record_failure
 from gateway.billing.pricing import Usage
 from gateway.catalogue import Resolved
 from gateway.errors import UpstreamError
@@ -64,9 +65,14 @@ class SpeechRelay:
         self.services, self.caller, self.request, self.model = services, caller, request, model
         self.upstream, self.chunks, self.first, self.byok = upstream, chunks, first, byok
 
+    @property
+    def usage(self) -> Usage:
+        return Usage(len(self.request.input))  # characters, the unit the price is per
+
     async def send(self, http_request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": self.upstream.content_type,
                                                "Cache-Control": "no-cache"})
+        self.caller.facts.cost_headers = self._delivered().headers()  # sent with the first byte
         await response.prepare(http_request)
         try:
             await self._relay(response)
@@ -89,9 +95,13 @@ class SpeechRelay:
         async for chunk in self.chunks:
             await response.write(chunk)
 
+    def _delivered(self) -> Outcome:
+        """The outcome once the audio is complete, priced as `bill` will price it."""
+        return outcome(ROUTE, self.model, 200, self.usage, price(self.services, self.model, self.usage),
+                       byok=self.byok, stream=True)
+
     async def _bill(self, status: int) -> None:
-        usage = Usage(len(self.request.input))  # characters, the unit the price is per
-        await bill(self.services, self.caller, ROUTE, self.model, usage, {"request": self.request.input},
+        await bill(self.services, self.caller, ROUTE, self.model, self.usage, {"request": self.request.input},
                    byok=self.byok, status=status, stream=True)
 
 

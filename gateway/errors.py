@@ -1,9 +1,38 @@
-"""One error body everywhere: {"error": {"message", "type", "code", "param"}}."""
+"""The error bodies, one per API shape, and the rule of which route speaks which.
+
+Every route answers `{"error": {"message", "type", "code", "param"}}` (OpenAI's shape), except
+the Anthropic Messages routes (`/v1/messages` and everything under it), which answer Anthropic's
+`{"type": "error", "error": {"type", "message"}, "request_id"}` so its SDK raises the right
+error: the `type` there is Anthropic's for the status, the gateway's own type stays in `code`.
+"""
+
+from types import MappingProxyType
+from typing import Literal
 
 import msgspec
 from aiohttp import web
 
 from gateway.jsonio import encode
+
+ANTHROPIC_ROUTE = "/v1/messages"
+# Anthropic's error type for each status (its API reference, "HTTP errors"; 504 and 503 as its
+# SDK's GatewayTimeout and Overloaded error objects); other 4xx are invalid_request_error, other 5xx api_error.
+ANTHROPIC_TYPES = MappingProxyType({
+    400: "invalid_request_error", 401: "authentication_error", 402: "billing_error", 403: "permission_error",
+    404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
+    503: "overloaded_error", 504: "timeout_error", 529: "overloaded_error"})
+OVERLOADED = 529  # Anthropic's "overloaded": passed through, its SDKs retry it (as the openai SDK does any 5xx)
+
+
+def speaks_anthropic(path: str) -> bool:
+    """Whether the route at `path` answers in Anthropic's shape (the one place this is decided)."""
+    return path == ANTHROPIC_ROUTE or path.startswith(ANTHROPIC_ROUTE + "/")
+
+
+def anthropic_type(status: int) -> str:
+    if status in ANTHROPIC_TYPES:
+        return ANTHROPIC_TYPES[status]
+    return "api_error" if status >= 500 else "invalid_request_error"
 
 
 class ErrorDetail(msgspec.Struct):
@@ -19,6 +48,23 @@ class ErrorBody(msgspec.Struct):
     """The one error body of every route (its schema is in the OpenAPI document)."""
 
     error: ErrorDetail
+
+
+class AnthropicErrorDetail(msgspec.Struct):
+    """Anthropic's error object; the gateway's `code` (and, where set, `param`, `usedProvider`,
+    `requestedModel`) ride beside `type` and `message`."""
+
+    type: str
+    message: str
+    code: str | None
+
+
+class AnthropicErrorBody(msgspec.Struct):
+    """The error body of the Anthropic Messages routes (see `speaks_anthropic`)."""
+
+    type: Literal["error"]
+    error: AnthropicErrorDetail
+    request_id: str
 
 
 class ApiError(Exception):
@@ -37,8 +83,20 @@ class ApiError(Exception):
         return {"error": {"message": self.message, "type": self.type, "code": self.code, "param": self.param,
                           **self.extra}}
 
-    def response(self) -> web.Response:
-        return web.Response(status=self.status, body=encode(self.body()),
+    def anthropic_body(self, request_id: str) -> dict:
+        """AnthropicErrorBody as a dict: Anthropic's type for the status, the rest kept."""
+        param = {"param": self.param} if self.param is not None else {}
+        return {"type": "error", "error": {"type": anthropic_type(self.status), "message": self.message,
+                                           "code": self.code, **param, **self.extra},
+                "request_id": request_id}
+
+    def body_for(self, path: str, request_id: str) -> dict:
+        """The body in the shape the route at `path` speaks."""
+        return self.anthropic_body(request_id) if speaks_anthropic(path) else self.body()
+
+    def response(self, body: dict | None = None) -> web.Response:
+        """This error as a JSON response: `body`, or the OpenAI-shaped `body()`."""
+        return web.Response(status=self.status, body=encode(self.body() if body is None else body),
                             content_type="application/json", headers=self.headers)
 
 
@@ -66,8 +124,9 @@ class UpstreamError(Exception):
         self.status, self.message, self.retry_after = status, message, retry_after
 
     def client_status(self) -> int:
-        """What the client sees: 429 stays 429, timeouts are 504, the rest 502 or the 4xx."""
-        if self.status in (429, 504):
+        """What the client sees: 429 stays 429, timeouts are 504, an overloaded provider 529
+        (so the client's SDK retries), the rest 502 or the 4xx."""
+        if self.status in (429, 504, OVERLOADED):
             return self.status
         if 400 <= self.status < 500 and self.status not in (401, 403, 407):
             return self.status  # the request itself was refused; the client can fix it

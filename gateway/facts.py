@@ -2,9 +2,11 @@
 metrics both read it (gateway.middleware), and whoever learns a fact writes it there.
 
 The handler names the model and whether it streams; the charge adds the provider and the cost
-(gateway.billing.charging, through the request's `Caller`); a WebSocket's end adds its close code and
-which side closed it. Carried by the request and its `Caller`, not by the logging context, so a
-fact written in another task (a charge recorded under `asyncio.shield`) still reaches the line.
+(gateway.billing.charging, through the request's `Caller`), and for a delivered answer the cost
+headers its response carries if it is sent after the charge (speech: priced before it is sent);
+a WebSocket's end adds its close code and which side closed it. Carried by the request and its
+`Caller`, not by the logging context, so a fact written in another task (a charge recorded
+under `asyncio.shield`) still reaches the line.
 """
 
 import msgspec
@@ -22,6 +24,7 @@ class RequestFacts(msgspec.Struct, omit_defaults=True):
     cost_inr: str | None = None
     ws_close_code: int | None = None
     closed_by: str | None = None
+    cost_headers: dict[str, str] | None = None  # not logged: cost_inr says it there
 
     def update(self, **facts: object) -> None:
         """Set the named facts; a name that is not a field is an AttributeError (a typo fails)."""
@@ -38,5 +41,7 @@ class RequestFacts(msgspec.Struct, omit_defaults=True):
         self.closed_by = self.closed_by or by
 
     def log_fields(self) -> dict:
-        """The facts that are set, by name."""
-        return msgspec.to_builtins(self)  # omit_defaults: the unset ones are left out
+        """The facts that are set, by name (the cost headers aside)."""
+        fields = msgspec.to_builtins(self)  # omit_defaults: the unset ones are left out
+        fields.pop("cost_headers", None)
+        return fields

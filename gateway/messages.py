@@ -132,4 +132,4 @@ class MessagesRelay(BilledRelay[MessageEvents]):
         await response.write_eof()
 
     def _error_frames(self, error: ApiError) -> bytes:
-        return event_frame("error", encode({"type": "error", **error.body()}))  # Anthropic's error event
+        return event_frame("error", encode(error.anthropic_body(self.caller.request_id)))  # Anthropic's error event

@@ -1,4 +1,5 @@
-"""Request middleware: a request id, one canonical log line, authentication, JSON errors."""
+"""Request middleware: a request id, one canonical log line, authentication, JSON errors (in
+the shape of the route's API, see gateway.errors.speaks_anthropic), cost headers."""
 
 import asyncio
 import time
@@ -8,7 +9,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from gateway.edge import check_url, printable
-from gateway.errors import ApiError, ledger_unavailable, unauthorized
+from gateway.errors import ApiError, ledger_unavailable, speaks_anthropic, unauthorized
 from gateway.facts import RequestFacts
 from gateway.keys import new_id
 from gateway.services import Caller
@@ -66,9 +67,15 @@ def _client_gone(request: web.Request) -> bool:
 
 
 async def add_request_id(request: web.Request, response: web.StreamResponse) -> None:
-    """on_response_prepare: every response, streamed ones included, names its request id."""
+    """on_response_prepare: every response, streamed ones included, names its request id (as
+    `request-id` too on Anthropic's routes, where its SDK reads it); one whose cost is known
+    before it is sent (gateway.facts) carries it in headers."""
     if (request_id := request.get(REQUEST_ID)) is not None:
         response.headers["X-Request-Id"] = request_id
+        if speaks_anthropic(request.path):
+            response.headers["request-id"] = request_id
+    if (facts := request.get(FACTS)) is not None and facts.cost_headers:
+        response.headers.update(facts.cost_headers)
     request[STARTED] = response
 
 
@@ -83,8 +90,8 @@ async def _render_errors(request: web.Request, handler: Handler) -> web.StreamRe
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return ApiError(exc.status, exc.reason or "error", type=_type_of(exc.status),
-                        headers={k: v for k, v in exc.headers.items() if k == "Allow"}).response()
+        return _answer(request, ApiError(exc.status, exc.reason or "error", type=_type_of(exc.status),
+                                         headers={k: v for k, v in exc.headers.items() if k == "Allow"}))
     except ConnectionError:
         raise  # the client went away: nothing to answer, and not a fault of ours
     except Exception:  # the boundary: a bug, logged once with its traceback, answered as JSON
@@ -98,7 +105,7 @@ def _answer(request: web.Request, error: ApiError) -> web.StreamResponse:
     if STARTED in request:
         log.warning("error_after_response_began", status=error.status, error=error.message)
         return _after_failure(request)
-    return error.response()
+    return error.response(error.body_for(request.path, request[REQUEST_ID]))
 
 
 def _after_failure(request: web.Request) -> web.StreamResponse:
@@ -108,7 +115,7 @@ def _after_failure(request: web.Request) -> web.StreamResponse:
         if request.transport is not None:
             request.transport.abort()
         return started
-    return internal_error(request[REQUEST_ID]).response()
+    return _answer(request, internal_error(request[REQUEST_ID]))
 
 
 def internal_error(request_id: str) -> ApiError:

@@ -15,7 +15,7 @@ from gateway import __version__, audio, chat_request, embeddings, messages_reque
 from gateway.catalogue import Catalogue, Kind
 from gateway.dashboard import org_keys, request_log, usage
 from gateway.edge import WholeNumber
-from gateway.errors import ErrorBody
+from gateway.errors import AnthropicErrorBody, ErrorBody, speaks_anthropic
 from gateway.jsonio import encode
 from gateway.music import history as music_history
 from gateway.music import request as music_request
@@ -137,7 +137,8 @@ def document(router: web.UrlDispatcher, catalogue: Catalogue) -> dict:
     return {"openapi": "3.1.0",
             "info": {"title": "Model gateway", "version": __version__},
             "paths": paths, "security": list(KEY),
-            "components": {"schemas": schemas, "responses": {"Error": _error_response()},
+            "components": {"schemas": schemas, "responses": {"Error": _error_response(),
+                                                             "AnthropicError": _anthropic_error_response()},
                            "securitySchemes": dict(SECURITY_SCHEMES)}}
 
 
@@ -160,7 +161,7 @@ def routes(router: web.UrlDispatcher) -> list[tuple[str, str]]:
 
 def _schemas(catalogue: Catalogue) -> dict:
     bodies = [op.body for op in OPERATIONS.values() if op.body is not None]
-    _, schemas = msgspec.json.schema_components([ErrorBody, *bodies], ref_template=REF)
+    _, schemas = msgspec.json.schema_components([ErrorBody, AnthropicErrorBody, *bodies], ref_template=REF)
     for op in OPERATIONS.values():
         if op.body is not None and op.model_kind is not None:
             schemas[op.body.__name__]["properties"]["model"]["enum"] = catalogue.names(op.model_kind)
@@ -168,7 +169,7 @@ def _schemas(catalogue: Catalogue) -> dict:
 
 
 def _operation(op: Operation, path: str, catalogue: Catalogue) -> dict:
-    spec = {"summary": op.summary, "security": list(op.security), "responses": _responses(op),
+    spec = {"summary": op.summary, "security": list(op.security), "responses": _responses(op, path),
             "parameters": [*_path_params(path), *(p.spec() for p in (*op.query, *op.headers))]}
     if op.body is not None:
         schema = {"$ref": REF.format(name=op.body.__name__)}
@@ -190,12 +191,12 @@ def _path_params(path: str) -> list[dict]:
     return [Param(name, where="path", required=True).spec() for name in names]
 
 
-def _responses(op: Operation) -> dict:
+def _responses(op: Operation, path: str) -> dict:
     answers = {status: {"description": "success", **({"content": {kind: {"schema": _success_schema(kind)}
                                                                    for kind in kinds}} if kinds else {})}
                for status, kinds in (op.answers or {"200": (JSON,)}).items()}
-    return {**answers, "4XX": {"$ref": "#/components/responses/Error"},
-            "5XX": {"$ref": "#/components/responses/Error"}}
+    error = {"$ref": "#/components/responses/" + ("AnthropicError" if speaks_anthropic(path) else "Error")}
+    return {**answers, "4XX": error, "5XX": error}
 
 
 def _success_schema(content_type: str) -> dict:
@@ -203,5 +204,10 @@ def _success_schema(content_type: str) -> dict:
 
 
 def _error_response() -> dict:
-    return {"description": "the one error body of every route",
+    return {"description": "the error body of every route but Anthropic's Messages routes",
             "content": {JSON: {"schema": {"$ref": REF.format(name="ErrorBody")}}}}
+
+
+def _anthropic_error_response() -> dict:
+    return {"description": "the error body of Anthropic's Messages routes (/v1/messages and under it)",
+            "content": {JSON: {"schema": {"$ref": REF.format(name="AnthropicErrorBody")}}}}

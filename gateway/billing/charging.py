@@ -3,11 +3,12 @@ request, and recording each request in the ledger: one RequestCompleted event, e
 
 import hashlib
 from collections.abc import Sequence
+from decimal import Decimal
 
 import msgspec
 import structlog
 
-from gateway.billing.pricing import FREE, NO_USAGE, Cost, Usage, model_cost
+from gateway.billing.pricing import FREE, NO_USAGE, Cost, Usage, cost_headers, model_cost
 from gateway.catalogue import Resolved
 from gateway.errors import ApiError, UpstreamError
 from gateway.jsonio import encode
@@ -43,6 +44,10 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     def charged_inr_nano(self) -> int:
         """What the organization's balance pays for this request."""
         return self.cost.inr_nano if self.charged else 0
+
+    def headers(self) -> dict[str, str]:
+        """Its cost as the response headers of a delivered answer."""
+        return cost_headers(self.cost.usd_total_nano, self.cost.inr_nano, self.cost.rate, self.charged_inr_nano)
 
 
 def outcome(route: str, model: Resolved, status: int, usage: Usage = NO_USAGE, cost: Cost = FREE, *,
@@ -125,6 +130,9 @@ async def _after_commit(services: Services, caller: Caller, event: RequestComple
     here may fail the request: a failure is logged once, with its traceback, and the answer stands."""
     try:
         caller.facts.charged(event.model, event.provider, str(from_nano(event.charged_inr_nano)))
+        if event.status == 200:  # a delivered answer: a response sent from now on states its cost
+            caller.facts.cost_headers = cost_headers(event.cost_usd_nano, event.cost_inr_nano,
+                                                     Decimal(event.usd_to_inr), event.charged_inr_nano)
         services.metrics.observe_charge(event.model, event.provider, event.prompt_tokens,
                                         event.completion_tokens, float(from_nano(event.charged_inr_nano)))
         key_id = caller.principal.key_id
@@ -140,11 +148,16 @@ async def record(services: Services, caller: Caller, outcome: Outcome, text: dic
     await commit(services, caller, [request_event(caller, outcome, content)], [content])
 
 
+def price(services: Services, model: Resolved, usage: Usage) -> Cost:
+    """What `usage` of `model` costs at its catalogue prices and the configured rate."""
+    return model_cost(model.prices, usage, services.config.billing.usd_to_inr)
+
+
 async def bill(services: Services, caller: Caller, route: str, model: Resolved, usage: Usage,
                text: dict | None, *, byok: bool, status: int = 200, stream: bool = False, error: str = "") -> Cost:
-    """Price `usage` at the model's prices and record the request with its text (charged by
-    Outcome's rule); durable on return. The cost, for the answer to report."""
-    cost = model_cost(model.prices, usage, services.config.billing.usd_to_inr)
+    """Price `usage` (`price`) and record the request with its text (charged by Outcome's
+    rule); durable on return. The cost, for the answer to report."""
+    cost = price(services, model, usage)
     await record(services, caller, outcome(route, model, status, usage, cost, byok=byok, stream=stream,
                                            error=error), text)
     return cost

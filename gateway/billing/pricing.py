@@ -7,7 +7,11 @@ import msgspec
 from gateway.catalogue import Prices
 from gateway.errors import UpstreamError
 from gateway.jsonio import number
-from ledger.money import from_nano, to_nano
+from ledger.money import format_amount, from_nano, to_nano
+
+# The response headers that state a delivered answer's cost, as `cost_body` does in the body.
+COST_INR_HEADER, COST_USD_HEADER, RATE_HEADER = "X-Gateway-Cost-INR", "X-Gateway-Cost-USD", "X-Gateway-USD-INR-Rate"
+CHARGED_INR_HEADER = "X-Gateway-Charged-INR"  # what the balance pays: the cost, or 0 on the org's own key
 
 # The most one request may report. Far above any model's context plus output (and any audio
 # upload), far below what could overflow a price computation: larger is a broken upstream.
@@ -146,3 +150,11 @@ def cost_fields(cost: Cost) -> dict:
     transcription routes report them."""
     return {"cost": number(from_nano(cost.usd_total_nano)), "cost_inr": number(from_nano(cost.inr_nano)),
             "usd_to_inr": number(cost.rate)}
+
+
+def cost_headers(usd_total_nano: int, inr_nano: int, rate: Decimal, charged_inr_nano: int) -> dict[str, str]:
+    """A delivered answer's cost as response headers: the amounts of `cost_body`, written the same
+    way, and what the organization's balance pays for it."""
+    return {COST_INR_HEADER: format_amount(from_nano(inr_nano)),
+            COST_USD_HEADER: format_amount(from_nano(usd_total_nano)), RATE_HEADER: format_amount(rate),
+            CHARGED_INR_HEADER: format_amount(from_nano(charged_inr_nano))}

@@ -224,8 +224,8 @@ async def test_a_client_that_leaves_mid_stream_is_billed_for_what_it_was_sent(ga
 # -- upstream failures ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("directive", "status"), [
-    ("[sim:status=429]", 429), ("[sim:status=529]", 502), ("[sim:status=500]", 502), ("[sim:drop_after=0]", 502),
-    ("[sim:error_after=1]", 502)])
+    ("[sim:status=429]", 429), ("[sim:status=529]", 529), ("[sim:status=500]", 502), ("[sim:drop_after=0]", 502),
+    ("[sim:error_after=1]", 529)])
 async def test_upstream_failures_become_gateway_errors_and_are_not_charged(gateway, org, directive, status):
     response = await post_chat(gateway, org, claude(f"x {directive}"))
     assert response.status == status
@@ -252,7 +252,7 @@ async def test_an_error_event_mid_stream_ends_the_stream_with_an_error_and_no_ch
     error = chunks[-1]["error"]
     assert error["type"] == "gateway_error" and "overloaded_error" in error["message"]
     (event,) = await request_events(gateway)
-    assert event.status == 502 and event.charged_inr_nano == 0
+    assert event.status == 529 and event.charged_inr_nano == 0  # the provider's overload, passed through
     assert await gateway.balance(org["org_id"]) == 100
 
 

@@ -182,14 +182,14 @@ async def test_no_credit_is_402_without_an_upstream_call(gateway, simulator):
 
 @pytest.mark.parametrize(("model", "directive", "error", "status"), [
     (CLAUDE, "[sim:status=429]", anthropic.RateLimitError, 429),
-    (CLAUDE, "[sim:status=529]", anthropic.InternalServerError, 502),
+    (CLAUDE, "[sim:status=529]", anthropic.OverloadedError, 529),
     ("gpt-4o-mini", "[sim:status=503]", anthropic.InternalServerError, 502)])
 async def test_upstream_failures_are_gateway_errors_and_not_charged(sdk, gateway, org, model, directive, error, status):
     with pytest.raises(error) as caught:
         await sdk.messages.create(model=model, max_tokens=10, messages=ask(f"x {directive}"))
     assert caught.value.status_code == status
     body = caught.value.body["error"]
-    assert body["type"] == "gateway_error" and body["requestedModel"] == model
+    assert body["code"] == "gateway_error" and body["requestedModel"] == model
     (event,) = await request_events(gateway)
     assert (event.route, event.status, event.charged_inr_nano) == ("/v1/messages", status, 0)
     assert await gateway.balance(org["org_id"]) == 100
@@ -211,11 +211,11 @@ async def test_invalid_requests_are_400_naming_the_field(gateway, org, simulator
 
 
 async def test_an_error_event_mid_stream_reaches_the_client_and_nothing_is_charged(sdk, gateway, org):
-    with pytest.raises(anthropic.APIStatusError, match="gateway_error"):
+    with pytest.raises(anthropic.APIStatusError, match="overloaded_error"):
         async with sdk.messages.stream(model=CLAUDE, max_tokens=50, messages=ask("x [sim:error_after=2]")) as stream:
             await stream.get_final_message()
     (event,) = await request_events(gateway)
-    assert (event.status, event.charged_inr_nano) == (502, 0)
+    assert (event.status, event.charged_inr_nano) == (529, 0)  # the provider's overload, passed through
     assert await gateway.balance(org["org_id"]) == 100
 
 
@@ -224,7 +224,8 @@ async def test_the_error_event_carries_the_gateway_error_object(gateway, org):
     events = await raw_events(await gateway.client.post("/v1/messages", json=body, headers=auth(org["api_key"])))
     name, data = events[-1]
     assert name == "error" and data["type"] == "error"
-    assert data["error"]["type"] == "gateway_error" and data["error"]["usedProvider"] == "anthropic"
+    assert data["error"]["type"] == "api_error" and data["error"]["code"] == "gateway_error"
+    assert data["error"]["usedProvider"] == "anthropic"
     assert "message_stop" not in [name for name, _ in events]
 
 
