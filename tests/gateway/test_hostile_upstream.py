@@ -41,8 +41,9 @@ async def assert_recorded_unbilled(gateway, org: dict, route: str) -> None:
     assert problems == [] and checked == 4  # org, key, credits, the request
 
 
-def assert_gateway_error(error: dict, provider: str) -> None:
-    assert (error["type"], error["code"], error["usedProvider"]) == ("gateway_error", "gateway_error", provider)
+def assert_gateway_error(error: dict, provider: str, kind: str = "gateway_error") -> None:
+    """`kind`: the error's type (on /v1/messages Anthropic's, `api_error`; `code` stays the gateway's)."""
+    assert (error["type"], error["code"], error["usedProvider"]) == (kind, "gateway_error", provider)
     assert error["message"].startswith(provider)
 
 
@@ -94,7 +95,7 @@ async def raw_events(response) -> list[tuple[str, dict]]:
 async def test_messages_answers_billing_cannot_trust_are_recorded_502s(gateway, org, model, provider, fault):
     response = await gateway.client.post("/v1/messages", json=chat(model, fault), headers=auth(org["api_key"]))
     assert response.status == 502
-    assert_gateway_error((await response.json())["error"], provider)
+    assert_gateway_error((await response.json())["error"], provider, "api_error")
     await assert_recorded_unbilled(gateway, org, "/v1/messages")
 
 
@@ -106,7 +107,7 @@ async def test_broken_messages_streams_end_with_an_anthropic_error_event(gateway
     events = await raw_events(response)
     name, data = events[-1]
     assert name == "error" and data["type"] == "error"
-    assert_gateway_error(data["error"], provider)
+    assert_gateway_error(data["error"], provider, "api_error")
     assert "message_stop" not in [name for name, _ in events]
     await assert_recorded_unbilled(gateway, org, "/v1/messages")
 
@@ -162,10 +163,12 @@ async def test_a_stream_whose_charge_cannot_be_recorded_ends_with_an_error_event
         name, data = frames[-1].split(b"\n", 1)
         assert name == b"event: error" and b"message_stop" not in body
         error = decimal_json(data.removeprefix(b"data: "))["error"]
+        assert error["type"] == "overloaded_error"  # Anthropic's type for a 503
     else:
         assert frames[-1] == b"data: [DONE]"
         error = decimal_json(frames[-2].removeprefix(b"data: "))["error"]
-    assert (error["type"], error["code"]) == ("service_unavailable", "service_unavailable")
+        assert error["type"] == "service_unavailable"
+    assert error["code"] == "service_unavailable"
     assert await request_events(gateway) == [] and await gateway.balance(org["org_id"]) == Decimal("100")
 
 
