@@ -104,3 +104,11 @@ async def test_on_the_orgs_own_key_the_cost_is_stated_and_nothing_charged(make_g
     assert stated(response) == await recorded(gateway)
     assert stated(response)[COST_INR] == usage["cost_inr"] > 0 and stated(response)[CHARGED] == 0
     assert await gateway.balance(org["org_id"]) == 100
+
+
+async def test_music_states_its_flat_price(gateway, org):
+    response = await gateway.client.post("/v1/music", json={"model": "tune-3-clip-preview", "prompt": "calm piano"},
+                                         headers=auth(org["api_key"]))
+    usage = decimal_json(await response.read())["usage"]
+    assert stated(response) == await recorded(gateway)
+    assert (stated(response)[COST_USD], stated(response)[COST_INR]) == (usage["cost_usd"], usage["cost_inr"])
