@@ -19,7 +19,7 @@ import msgspec
 SHIPPED_PATH = Path(__file__).with_name("catalogue.json")
 MAX_DIMENSIONS = "max_dimensions"  # per_request_limits: an embedding model's vector length
 
-Kind = Literal["chat", "embedding", "speech", "transcription", "music", "realtime"]
+Kind = Literal["chat", "embedding", "speech", "transcription", "music", "realtime", "completion"]
 # Deprecation dates must carry a timezone so comparisons with "now" are unambiguous.
 Timestamp = Annotated[datetime, msgspec.Meta(tz=True)]
 NonEmptyStr = Annotated[str, msgspec.Meta(min_length=1)]

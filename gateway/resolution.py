@@ -10,7 +10,7 @@ import msgspec
 from gateway.catalogue import Kind, Resolved, UnknownModel
 from gateway.errors import ApiError, bad_request
 from gateway.providers.capabilities import (
-    ChatProvider, EmbeddingProvider, MusicProvider, Providers, RealtimeProvider, SpeechProvider,
+    ChatProvider, CompletionProvider, EmbeddingProvider, MusicProvider, Providers, RealtimeProvider, SpeechProvider,
     TranscriptionProvider,
 )
 from gateway.services import Services
@@ -19,7 +19,8 @@ P = TypeVar("P")
 ALL_MODELS = "GET /v1/models lists the models"
 ROUTE_OF_KIND: Mapping[Kind, str] = {
     "chat": "POST /v1/chat/completions", "embedding": "POST /v1/embeddings", "speech": "POST /v1/audio/speech",
-    "transcription": "POST /v1/audio/transcriptions", "music": "POST /v1/music", "realtime": "GET /v1/realtime"}
+    "transcription": "POST /v1/audio/transcriptions", "music": "POST /v1/music", "realtime": "GET /v1/realtime",
+    "completion": "POST /v1/completions"}
 
 
 class Capability(Generic[P]):
@@ -31,6 +32,7 @@ class Capability(Generic[P]):
 
 
 CHAT: Capability[ChatProvider] = Capability("chat", lambda providers: providers.chat)
+COMPLETION: Capability[CompletionProvider] = Capability("completion", lambda providers: providers.completion)
 EMBEDDING: Capability[EmbeddingProvider] = Capability("embedding", lambda providers: providers.embedding)
 SPEECH: Capability[SpeechProvider] = Capability("speech", lambda providers: providers.speech)
 TRANSCRIPTION: Capability[TranscriptionProvider] = Capability(

@@ -15,6 +15,7 @@ def build(config: ProvidersConfig, upstream: Upstream) -> Providers:
     anthropic = AnthropicProvider(config.anthropic, upstream)
     google = GoogleProvider(config.google, upstream)
     return Providers(chat={p.id: p for p in (openai, anthropic, google)}, messages={anthropic.id: anthropic},
+                     completion={openai.id: openai}, token_counting={anthropic.id: anthropic},
                      embedding={openai.id: openai}, speech={openai.id: openai},
                      transcription={openai.id: openai}, realtime={openai.id: openai},
                      music={google.id: google})

@@ -2,7 +2,8 @@
 
 OpenAI-shaped chat is translated both ways (`anthropic_wire`). The native methods `messages`
 and `open_messages_stream` serve `POST /v1/messages`: the client's Anthropic body goes up as
-it is and Anthropic's answer and events come back as they are. Anthropic refuses requests
+it is and Anthropic's answer and events come back as they are; `count_tokens` serves
+`POST /v1/messages/count_tokens` the same way. Anthropic refuses requests
 without `max_tokens`, so the gateway refuses them first (spec 7).
 """
 
@@ -12,6 +13,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 
 from gateway import sse
+from gateway.billing.pricing import token_count
 from gateway.config import ProviderConfig
 from gateway.errors import UpstreamError
 from gateway.jsonio import encode
@@ -93,6 +95,7 @@ class AnthropicProvider:
 
     def __init__(self, config: ProviderConfig, upstream: Upstream) -> None:
         self._url = config.base_url.rstrip("/") + "/v1/messages"
+        self._count_url = self._url + "/count_tokens"
         self._api_key = config.api_key
         self._upstream = upstream
         self._timeout = timeout_for(config)
@@ -120,6 +123,16 @@ class AnthropicProvider:
     async def open_messages_stream(self, call: ChatCall) -> AnthropicMessageStream:
         body = {**call.body, "model": call.upstream_model, "stream": True}
         return AnthropicMessageStream(await self._post(call.api_key, body))
+
+    async def count_tokens(self, call: ChatCall) -> int:
+        """Anthropic's own count of a Messages request's input tokens (free at Anthropic)."""
+        body = {**call.body, "model": call.upstream_model}
+        response = await post_json(self._upstream, self.id, self._count_url, body, self.headers(call.api_key),
+                                   self._timeout)
+        counted = await read_json(self.id, response)
+        if counted.get("input_tokens") is None:
+            raise UpstreamError(502, "anthropic sent a token count without input_tokens")
+        return token_count(self.id, counted, "input_tokens")
 
     async def _message(self, api_key: str, body: dict) -> dict:
         return wire.checked_message(await read_json(self.id, await self._post(api_key, body)))

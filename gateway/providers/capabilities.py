@@ -46,6 +46,23 @@ class MessagesProvider(Protocol):
         """Start a streamed message; raises UpstreamError before any event if refused."""
 
 
+class CompletionProvider(Protocol):
+    """Legacy text completions (POST /v1/completions): OpenAI-shaped bodies, text choices."""
+
+    async def complete(self, call: ChatCall) -> ChatReply:
+        """One non-streamed text completion; raises UpstreamError on any provider failure."""
+
+    async def open_completion_stream(self, call: ChatCall) -> ChatStream:
+        """Start a streamed text completion; raises UpstreamError before any chunk if refused."""
+
+
+class TokenCounter(Protocol):
+    """Counts a Messages request's input tokens natively (free of charge at the provider)."""
+
+    async def count_tokens(self, call: ChatCall) -> int:
+        """The input tokens of the Anthropic-shaped `call.body`; raises UpstreamError."""
+
+
 class EmbeddingProvider(Protocol):
     async def embed(self, call: EmbeddingCall) -> EmbeddingReply:
         """One embeddings request; raises UpstreamError on any provider failure."""
@@ -74,10 +91,13 @@ class MusicProvider(Protocol):
 
 class Providers(msgspec.Struct, frozen=True, kw_only=True):
     """Every adapter of this gateway by provider id, once under each capability it has. The
-    field names are the catalogue's model kinds (and `messages`, the native Messages API)."""
+    field names are the catalogue's model kinds (and `messages`, the native Messages API, and
+    `token_counting`, its count_tokens)."""
 
     chat: Mapping[str, ChatProvider]
     messages: Mapping[str, MessagesProvider]
+    completion: Mapping[str, CompletionProvider]
+    token_counting: Mapping[str, TokenCounter]
     embedding: Mapping[str, EmbeddingProvider]
     speech: Mapping[str, SpeechProvider]
     transcription: Mapping[str, TranscriptionProvider]

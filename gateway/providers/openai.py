@@ -86,6 +86,24 @@ class OpenAIChatStream:
         self._response.close()  # closing the connection is how an HTTP client cancels
 
 
+class OpenAITextStream(OpenAIChatStream):
+    """A legacy text completion's stream: chat's reading (SSE, [DONE], errors), chunks whose
+    choices carry `text` where chat's carry a delta."""
+
+    @staticmethod
+    def _chunk(data: bytes) -> Chunk:
+        try:
+            parsed = loads(data)
+        except ValueError:
+            raise UpstreamError(502, "openai sent a chunk that is not JSON") from None
+        chunk = shapes.conforming("openai", parsed, shapes.OpenAITextChunk, "completion chunk")
+        if chunk.error is not None:
+            raise UpstreamError(502, f"openai stream failed: {chunk.error.get('message') or 'no message'}")
+        if chunk.usage and not chunk.choices:
+            return Chunk(data, parsed, usage=usage_of(chunk.usage))
+        return Chunk(data, parsed, tokens=sum(1 for choice in chunk.choices or () if choice.text))
+
+
 class OpenAIAudioStream:
     """Speech audio relayed as the provider sends it."""
 
@@ -170,6 +188,24 @@ class OpenAIProvider:
         response = await post_json(self._upstream, self.id, self._url, body, self.headers(call.api_key),
                                    self._timeout)
         return OpenAIChatStream(response)
+
+    async def complete(self, call: ChatCall) -> ChatReply:
+        """A legacy text completion (`call.body` an OpenAI completions request), whole."""
+        body = {**call.body, "model": call.upstream_model, "stream": False}
+        body.pop("stream_options", None)
+        response = await post_json(self._upstream, self.id, self._base + "/completions", body,
+                                   self.headers(call.api_key), self._timeout)
+        reply = await read_json(self.id, response)
+        completion = shapes.conforming(self.id, reply, shapes.OpenAITextCompletion, "text completion")
+        return ChatReply(reply, usage_of(completion.usage))
+
+    async def open_completion_stream(self, call: ChatCall) -> OpenAITextStream:
+        # Always ask for usage, as chat streams do, so the stream is billed on it.
+        body = {**call.body, "model": call.upstream_model, "stream": True,
+                "stream_options": {**(call.body.get("stream_options") or {}), "include_usage": True}}
+        response = await post_json(self._upstream, self.id, self._base + "/completions", body,
+                                   self.headers(call.api_key), self._timeout)
+        return OpenAITextStream(response)
 
     async def embed(self, call: EmbeddingCall) -> EmbeddingReply:
         body = {**call.body, "model": call.upstream_model, "encoding_format": "float"}

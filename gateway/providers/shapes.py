@@ -55,6 +55,23 @@ class OpenAIChunk(msgspec.Struct):
     error: dict[str, Any] | None = None
 
 
+class OpenAITextChoice(msgspec.Struct):
+    text: str = ""
+
+
+class OpenAITextCompletion(msgspec.Struct):
+    """A legacy text completion (POST /v1/completions)."""
+
+    choices: list[OpenAITextChoice]
+    usage: dict[str, Any] | None = None
+
+
+class OpenAITextChunk(msgspec.Struct):
+    choices: list[OpenAITextChoice] | None = None
+    usage: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+
 class OpenAITranscription(msgspec.Struct):
     text: str = ""
     usage: dict[str, Any] | None = None
