@@ -2,7 +2,8 @@
 
 Loaded once from JSON and validated strictly, it then answers cheaply: ``resolve`` is a
 dict lookup to a record, provider entry and pre-parsed Decimal prices; ``listing`` and
-``models_body`` produce the GET /v1/models payload.
+``models_body`` produce the GET /v1/models payload from each record's listing entry (``listed``:
+the record with OpenAI's ``object`` and ``owned_by`` beside the spec's fields), encoded once.
 """
 
 from __future__ import annotations
@@ -158,10 +159,6 @@ class _Ident(msgspec.Struct, frozen=True):
     id: str = ""
 
 
-class _ModelsBody(msgspec.Struct, frozen=True):
-    data: list[ModelRecord]
-
-
 # Records are decoded one at a time from Raw so each error can name its model.
 _FILE_DECODER = msgspec.json.Decoder(_File)
 _IDENT_DECODER = msgspec.json.Decoder(_Ident)
@@ -249,6 +246,12 @@ def _build_index(records: tuple[ModelRecord, ...]) -> Mapping[str, Resolved]:
     return MappingProxyType(index)
 
 
+def listed(record: ModelRecord) -> dict:
+    """A record as GET /v1/models lists it: every spec field, and OpenAI's `object` and
+    `owned_by` (the model's family) that its SDK's Model type reads."""
+    return {"id": record.id, "object": "model", "owned_by": record.family, **msgspec.to_builtins(record)}
+
+
 def _utc(moment: datetime | None) -> datetime:
     """``now`` defaults to the current time; a naive datetime is taken as UTC."""
     match moment:
@@ -263,12 +266,13 @@ def _utc(moment: datetime | None) -> datetime:
 class Catalogue:
     """An immutable, validated set of model records with a prebuilt name index."""
 
-    __slots__ = ("_index", "_records")
+    __slots__ = ("_entries", "_index", "_records")
 
     def __init__(self, records: tuple[ModelRecord, ...]) -> None:
         """Index ``records`` (already validated); raises CatalogueError on name clashes."""
         self._records = records
         self._index = _build_index(records)
+        self._entries = MappingProxyType({record.id: _ENCODER.encode(listed(record)) for record in records})
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> Catalogue:
@@ -311,10 +315,15 @@ class Catalogue:
 
     def models_body(self, *, include_deactivated: bool = False, exclude_deprecated: bool = False,
                     now: datetime | None = None) -> bytes:
-        """The encoded GET /v1/models body ``{"data": [...]}`` for the same filters as ``listing``."""
+        """The encoded GET /v1/models body ``{"object": "list", "data": [...]}`` for the same
+        filters as ``listing``, joined from the entries encoded at load."""
         records = self.listing(include_deactivated=include_deactivated,
                                exclude_deprecated=exclude_deprecated, now=now)
-        return _ENCODER.encode(_ModelsBody(data=records))
+        return b'{"object":"list","data":[' + b",".join(self.entry(r) for r in records) + b"]}"
+
+    def entry(self, record: ModelRecord) -> bytes:
+        """The encoded listing entry of `record` (see `listed`)."""
+        return self._entries[record.id]
 
     def names(self, kind: Kind) -> list[str]:
         """Every name that resolves to a model of `kind` (ids, aliases, provider-prefixed forms)."""

@@ -6,7 +6,8 @@ calls one service function and renders the answer."""
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from gateway import audio, chat, embeddings, health, messages, realtime, transcription, upload
+from gateway import audio, chat, completions, count_tokens, embeddings, health, messages, models_route, realtime
+from gateway import transcription, upload
 from gateway.bodies import NO_STORE, json_response, parse_body
 from gateway.dashboard import routes as dashboard_routes
 from gateway.music import routes as music_routes
@@ -16,7 +17,6 @@ from gateway.state import CALLER, DOCUMENT, FACTS, METRICS, SERVICES
 
 MAX_BODY_BYTES = MUSIC_BODY_BYTES  # the largest any route accepts: music's reference images
 CHAT_BODY_BYTES = 32 * 1024 * 1024
-TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 
 
 async def health_check(request: web.Request) -> web.Response:
@@ -26,11 +26,33 @@ async def health_check(request: web.Request) -> web.Response:
 
 
 async def list_models(request: web.Request) -> web.Response:
-    query = request.query
-    body = request.app[SERVICES].catalogue.models_body(
-        include_deactivated=query.get("include_deactivated", "").lower() in TRUE_WORDS,
-        exclude_deprecated=query.get("exclude_deprecated", "").lower() in TRUE_WORDS)
+    body = models_route.list_body(request.app[SERVICES].catalogue, request.query, request.headers)
     return web.Response(body=body, content_type="application/json")
+
+
+async def get_model(request: web.Request) -> web.Response:
+    """One model by id, alias or provider/model (the openai and anthropic SDKs' retrieve)."""
+    body = models_route.model_body(request.app[SERVICES].catalogue, request.match_info["model_id"],
+                                   request.headers)
+    return web.Response(body=body, content_type="application/json")
+
+
+async def create_completion(request: web.Request) -> web.StreamResponse:
+    """OpenAI's legacy text completions, for models of kind completion."""
+    raw, parsed = await parse_body(request, completions.CompletionRequest, CHAT_BODY_BYTES)
+    request[FACTS].update(model=parsed.model, stream=parsed.stream)
+    services, caller = request.app[SERVICES], request[CALLER]
+    if not parsed.stream:
+        return json_response(await completions.complete(services, caller, raw, parsed))
+    relay = await completions.open_stream(services, caller, raw, parsed)
+    return await relay.send(request)
+
+
+async def count_message_tokens(request: web.Request) -> web.Response:
+    """Anthropic's messages.count_tokens: the provider's own count, never charged."""
+    raw, parsed = await parse_body(request, count_tokens.CountTokensRequest, CHAT_BODY_BYTES)
+    request[FACTS].update(model=parsed.model)
+    return json_response(await count_tokens.count(request.app[SERVICES], request[CALLER], raw, parsed))
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -99,6 +121,9 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/openapi.json", openapi_document)
     app.router.add_get("/v1/models", list_models)
+    app.router.add_get("/v1/models/{model_id:.+}", get_model)
+    app.router.add_post("/v1/completions", create_completion)
+    app.router.add_post("/v1/messages/count_tokens", count_message_tokens)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/messages", create_message)
     app.router.add_post("/v1/embeddings", create_embeddings)

@@ -12,6 +12,7 @@ from gateway.edge import check_url, printable
 from gateway.errors import ApiError, ledger_unavailable, speaks_anthropic, unauthorized
 from gateway.facts import RequestFacts
 from gateway.keys import new_id
+from gateway.routes_index import no_route_matched, unknown_route
 from gateway.services import Caller
 from gateway.state import CALLER, FACTS, METRICS, REQUEST_ID, SERVICES, STARTED
 from ledger.recorder import LedgerUnavailable
@@ -20,6 +21,7 @@ log = structlog.get_logger("gateway.request")
 
 # Routes answered without a key; every other /v1 route needs one.
 PUBLIC = frozenset({"/", "/v1/models", "/openapi.json"})
+PUBLIC_PREFIXES = ("/v1/models/",)  # GET /v1/models/{id}, public as the list is
 REALTIME_PATH = "/v1/realtime"
 KEY_SUBPROTOCOL = "openai-insecure-api-key."
 CLIENT_CLOSED = 499  # nginx's "client closed request": the status the relays record as well
@@ -90,6 +92,8 @@ async def _render_errors(request: web.Request, handler: Handler) -> web.StreamRe
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
+        if exc.status == 404 and no_route_matched(request):
+            return _answer(request, unknown_route(request))
         return _answer(request, ApiError(exc.status, exc.reason or "error", type=_type_of(exc.status),
                                          headers={k: v for k, v in exc.headers.items() if k == "Allow"}))
     except ConnectionError:
@@ -132,7 +136,7 @@ def _type_of(status: int) -> str:
 @web.middleware
 async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Resolve the bearer key to its organization; 401 for a missing, unknown or revoked key."""
-    if request.path in PUBLIC or not request.path.startswith("/v1/"):
+    if request.path in PUBLIC or request.path.startswith(PUBLIC_PREFIXES) or not request.path.startswith("/v1/"):
         return await handler(request)
     key = _presented_key(request)
     if not key:

@@ -11,7 +11,8 @@ from types import MappingProxyType
 import msgspec
 from aiohttp import web
 
-from gateway import __version__, audio, chat_request, embeddings, messages_request, transcription, upload
+from gateway import __version__, audio, chat_request, completions, count_tokens, embeddings, messages_request
+from gateway import models_route, transcription, upload
 from gateway.catalogue import Catalogue, Kind
 from gateway.dashboard import org_keys, request_log, usage
 from gateway.edge import WholeNumber
@@ -78,7 +79,15 @@ OPERATIONS = MappingProxyType({
     ("GET", "/metrics"): Operation("Prometheus metrics", answers={"200": ("text/plain",)}, security=PUBLIC),
     ("GET", "/openapi.json"): Operation("This document", security=PUBLIC),
     ("GET", "/v1/models"): Operation("The catalogue", query=(
-        Param("include_deactivated", BOOL_WORD), Param("exclude_deprecated", BOOL_WORD)), security=PUBLIC),
+        Param("include_deactivated", BOOL_WORD), Param("exclude_deprecated", BOOL_WORD),
+        Param.whole(models_route.PAGE), Param("after_id"), Param("before_id")), security=PUBLIC),
+    ("GET", "/v1/models/{model_id}"): Operation("One model, by id, alias or provider/model", security=PUBLIC),
+    ("POST", "/v1/completions"): Operation(
+        "Legacy text completion, whole or streamed", completions.CompletionRequest, "completion",
+        answers={"200": (JSON, "text/event-stream")}),
+    ("POST", "/v1/messages/count_tokens"): Operation(
+        "A Messages request's input tokens, counted by its provider (Anthropic models; free)",
+        count_tokens.CountTokensRequest, "chat", security=ANTHROPIC_KEY),
     ("POST", "/v1/chat/completions"): Operation(
         "Chat completion, whole or streamed", chat_request.ChatRequest, "chat",
         answers={"200": (JSON, "text/event-stream")}),

@@ -1,0 +1,118 @@
+"""POST /v1/completions: OpenAI's legacy text completions, for the catalogue's models of kind
+`completion` (models of other kinds are a 400 naming their route). Billed as chat is: one
+RequestCompleted per request on the usage the provider reports, failures recorded and not
+charged, a stream billed by BilledRelay's rule (499 for a client that leaves)."""
+
+from typing import Annotated
+
+import msgspec
+from aiohttp import web
+
+from gateway import sse
+from gateway.billing.charging import admit, bill, failed
+from gateway.billing.pricing import Cost, Usage, usage_body
+from gateway.chat_request import Penalty, PositiveInt, StreamOptions, Unit
+from gateway.errors import ApiError, UpstreamError
+from gateway.jsonio import encode
+from gateway.providers.base import ChatCall, ChatStream
+from gateway.providers.capabilities import CompletionProvider
+from gateway.relay import BilledRelay
+from gateway.resolution import COMPLETION, Served, resolve
+from gateway.services import Caller, Services
+
+ROUTE = "/v1/completions"
+
+
+class CompletionRequest(msgspec.Struct):
+    """POST /v1/completions: the fields the gateway reads or checks; the rest pass through."""
+
+    model: str
+    prompt: str | list[str | int | list[int]]  # text, texts, or token ids
+    max_tokens: PositiveInt | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    stop: str | list[str] | None = None
+    n: Annotated[int, msgspec.Meta(ge=1, le=128)] | None = None
+    best_of: Annotated[int, msgspec.Meta(ge=1, le=20)] | None = None
+    echo: bool | None = None
+    suffix: str | None = None
+    logprobs: Annotated[int, msgspec.Meta(ge=0, le=5)] | None = None
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None
+    top_p: Unit | None = None
+    seed: int | None = None
+    presence_penalty: Penalty | None = None
+    frequency_penalty: Penalty | None = None
+    user: str | None = None
+
+
+def prompt_text(request: CompletionRequest) -> list[dict]:
+    """The prompt as retained in the content store (and as a leaving client's estimate reads it)."""
+    return [{"role": "user", "content": request.prompt}]
+
+
+def choice_texts(body: dict) -> list[str]:
+    """The text of each choice of a completion or of one streamed chunk."""
+    return [choice.get("text") or "" for choice in body.get("choices") or ()]
+
+
+async def upstream_call(services: Services, caller: Caller, body: dict, request: CompletionRequest
+                        ) -> tuple[Served[CompletionProvider], ChatCall]:
+    """The model and adapter, and the call (400, 501, or 402 before any upstream call)."""
+    served = resolve(services, request.model, COMPLETION)
+    api_key = await admit(services, caller, served.model.provider_id)
+    return served, ChatCall(caller.request_id, served.model.upstream_model, body, api_key)
+
+
+async def complete(services: Services, caller: Caller, body: dict, request: CompletionRequest) -> dict:
+    """A non-streamed completion, billed before it is returned."""
+    served, call = await upstream_call(services, caller, body, request)
+    try:
+        reply = await served.provider.complete(call)
+    except UpstreamError as exc:
+        raise await failed(services, caller, ROUTE, served.model, request.model, exc) from None
+    cost = await bill(services, caller, ROUTE, served.model, reply.usage,
+                      {"request": prompt_text(request), "response": choice_texts(reply.body)}, byok=bool(call.api_key))
+    reply.body["usage"] = {**(reply.body.get("usage") or {}), **usage_body(reply.usage, cost)}
+    return reply.body
+
+
+async def open_stream(services: Services, caller: Caller, body: dict, request: CompletionRequest
+                      ) -> "CompletionRelay":
+    """Start a streamed completion; errors before the first chunk are ordinary error responses."""
+    served, call = await upstream_call(services, caller, body, request)
+    try:
+        upstream = await served.provider.open_completion_stream(call)
+    except UpstreamError as exc:
+        raise await failed(services, caller, ROUTE, served.model, request.model, exc, stream=True) from None
+    return CompletionRelay(services, caller, request, served.model, upstream, prompt_text(request),
+                           byok=bool(call.api_key))
+
+
+class CompletionRelay(BilledRelay[ChatStream]):
+    """Relays text chunks as they arrive, then bills (BilledRelay's rule) and, when the client
+    asked for it, sends the usage chunk carrying the cost."""
+
+    route = ROUTE
+    request: CompletionRequest
+    usage_chunk: dict | None = None  # the provider's, whose id and model the client's keeps
+
+    async def _relay(self, response: web.StreamResponse) -> None:
+        async for chunk in self.upstream:
+            if chunk.usage is not None:
+                self.usage, self.usage_chunk = chunk.usage, chunk.parsed
+                continue
+            await response.write(sse.frame(chunk.data))
+            self.delivered += chunk.tokens
+            self.text.extend(choice_texts(chunk.parsed))
+
+    async def _finish(self, response: web.StreamResponse, usage: Usage, cost: Cost) -> None:
+        options = self.request.stream_options
+        if options and options.include_usage:
+            chunk = {**(self.usage_chunk or {"object": "text_completion", "choices": []}),
+                     "usage": usage_body(usage, cost)}
+            await response.write(sse.frame(encode(chunk)))
+        await response.write(sse.DONE)
+        await response.write_eof()
+
+    def _error_frames(self, error: ApiError) -> bytes:
+        return sse.frame(encode(error.body())) + sse.DONE
