@@ -3,7 +3,7 @@
 Gateways must forward a provider key; a request without one is a gateway bug the
 tests should see, so it gets the provider's own 401 rather than a silent success.
 
-    /v1/messages  Anthropic: ``x-api-key: <key>``
+    /v1/messages  Anthropic (and under it): ``x-api-key: <key>``
     /v1/*         OpenAI: ``Authorization: Bearer <key>``
     /v1beta/*     Gemini: ``x-goog-api-key: <key>`` header, or the ``key`` query parameter
 
@@ -63,7 +63,7 @@ GEMINI = RouteFamily(
 
 def route_family(request: web.Request) -> RouteFamily | None:
     """The provider whose routes `request` is for; None for the simulator's own routes."""
-    if request.path == ANTHROPIC_PATH:
+    if request.path == ANTHROPIC_PATH or request.path.startswith(ANTHROPIC_PATH + "/"):  # count_tokens
         return ANTHROPIC
     if request.path.startswith(OPENAI_PREFIX):
         return OPENAI
