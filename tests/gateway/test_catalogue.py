@@ -20,6 +20,7 @@ RECORD_FIELDS = {
     "pricing": dict, "context_length": int, "per_request_limits": dict,
     "supported_parameters": STR_LIST, "json_output": bool, "structured_outputs": bool,
     "free": bool, "deprecated_at": DATE_OR_NULL, "deactivated_at": DATE_OR_NULL, "stability": str,
+    "object": str, "owned_by": str,  # OpenAI's, beside the spec's
 }
 RECORD_PRICES = (
     "prompt", "completion", "image", "request", "input_cache_read", "input_cache_write",
@@ -32,7 +33,7 @@ PROVIDER_FIELDS = {
     "reasoning": bool, "stability": str,
 }
 PROVIDER_PRICES = ("prompt", "completion", "image", "audio_music_per_generation")
-KINDS = {"chat", "embedding", "speech", "transcription", "music", "realtime"}
+KINDS = {"chat", "embedding", "speech", "transcription", "music", "realtime", "completion"}
 
 # model id -> (family, kind, context_length, {record pricing field: exact string})
 REQUIRED = {
@@ -52,6 +53,7 @@ REQUIRED = {
     "claude-sonnet-4-5": ("anthropic", "chat", 200000,
                           {"prompt": "0.000003", "completion": "0.000015",
                            "input_cache_read": "0.0000003", "input_cache_write": "0.00000375"}),
+    "gpt-3.5-turbo-instruct": ("openai", "completion", 4096, {"prompt": "0.0000015", "completion": "0.000002"}),
     "gemini-2.5-flash": ("google", "chat", 1048576,
                          {"prompt": "0.0000003", "completion": "0.0000025", "input_cache_read": "0.00000003"}),
     "tune-3-clip-preview": ("google", "music", None, {"audio_music_per_generation": "0.05"}),
@@ -67,7 +69,7 @@ def catalogue() -> Catalogue:
 def body(catalogue: Catalogue, **filters) -> dict[str, dict]:
     """Decode models_body() as a client would and index the records by id."""
     decoded = orjson.loads(catalogue.models_body(**filters))
-    assert set(decoded) == {"data"}
+    assert set(decoded) == {"object", "data"} and decoded["object"] == "list"
     return {record["id"]: record for record in decoded["data"]}
 
 
