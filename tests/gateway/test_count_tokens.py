@@ -38,8 +38,8 @@ async def test_sdk_counts_through_the_provider_and_nothing_is_charged(sdk, gatew
 
 async def test_an_alias_and_the_provider_form_count_too(gateway, org):
     for model in ("claude-haiku-4-5-20251001", "anthropic/claude-haiku-4-5"):
-        response = await gateway.client.post(ROUTE, json={"model": model, "messages": [{"role": "user", "content": "a"}]},
-                                             headers=auth(org["api_key"]))
+        body = {"model": model, "messages": [{"role": "user", "content": "a"}]}
+        response = await gateway.client.post(ROUTE, json=body, headers=auth(org["api_key"]))
         assert response.status == 200 and await response.json() == {"input_tokens": 5}
 
 
