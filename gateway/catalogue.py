@@ -108,6 +108,14 @@ class ModelRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     stability: str
 
 
+class _FileRecord(ModelRecord, frozen=True, forbid_unknown_fields=True):
+    """A record as a file may hold it: a saved GET /v1/models entry loads too, its
+    listing-only fields ignored (`listed` sets them)."""
+
+    object: str = "model"
+    owned_by: str = ""
+
+
 class Prices(msgspec.Struct, frozen=True):
     """Parsed prices for one (record, provider entry) pair, ready for billing."""
 
@@ -162,7 +170,7 @@ class _Ident(msgspec.Struct, frozen=True):
 # Records are decoded one at a time from Raw so each error can name its model.
 _FILE_DECODER = msgspec.json.Decoder(_File)
 _IDENT_DECODER = msgspec.json.Decoder(_Ident)
-_RECORD_DECODER = msgspec.json.Decoder(ModelRecord)
+_RECORD_DECODER = msgspec.json.Decoder(_FileRecord)
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -249,7 +257,7 @@ def _build_index(records: tuple[ModelRecord, ...]) -> Mapping[str, Resolved]:
 def listed(record: ModelRecord) -> dict:
     """A record as GET /v1/models lists it: every spec field, and OpenAI's `object` and
     `owned_by` (the model's family) that its SDK's Model type reads."""
-    return {"id": record.id, "object": "model", "owned_by": record.family, **msgspec.to_builtins(record)}
+    return {"id": record.id, **msgspec.to_builtins(record), "object": "model", "owned_by": record.family}
 
 
 def _utc(moment: datetime | None) -> datetime:

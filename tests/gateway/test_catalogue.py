@@ -285,3 +285,16 @@ def test_other_malformed_files_are_rejected(tmp_path):
     (tmp_path / "broken.json").write_bytes(b"{not json")
     with pytest.raises(CatalogueError):
         Catalogue.load(tmp_path / "broken.json")
+
+
+def test_a_saved_models_listing_loads_as_a_catalogue_file(catalogue, tmp_path):
+    path = tmp_path / "saved.json"
+    path.write_bytes(catalogue.models_body(include_deactivated=True))
+    reloaded = Catalogue.load(path)
+    assert reloaded.models_body(include_deactivated=True) == catalogue.models_body(include_deactivated=True)
+
+
+def test_each_entry_names_its_owner_as_openai_lists_models(catalogue):
+    records = body(catalogue)
+    assert {(r["object"], r["owned_by"]) for r in records.values()} == {
+        ("model", "openai"), ("model", "anthropic"), ("model", "google")}
