@@ -25,7 +25,7 @@ def flag(query: Mapping[str, str], name: str) -> bool:
     return query.get(name, "").lower() in TRUE_WORDS
 
 
-def speaks_anthropic(headers: Mapping[str, str]) -> bool:
+def anthropic_client(headers: Mapping[str, str]) -> bool:
     """Whether the caller is Anthropic's client: it sends its API version on every request."""
     return ANTHROPIC_VERSION in headers
 
@@ -51,7 +51,7 @@ def lifecycle(record: ModelRecord, now: datetime) -> str:
 def list_body(catalogue: Catalogue, query: Mapping[str, str], headers: Mapping[str, str]) -> bytes:
     """The GET /v1/models body for this caller (the filters of spec 4.5 in every shape)."""
     deactivated, deprecated = flag(query, "include_deactivated"), flag(query, "exclude_deprecated")
-    if not speaks_anthropic(headers):
+    if not anthropic_client(headers):
         return catalogue.models_body(include_deactivated=deactivated, exclude_deprecated=deprecated)
     now = datetime.now(UTC)
     records = catalogue.listing(include_deactivated=deactivated, exclude_deprecated=deprecated, now=now)
@@ -94,6 +94,6 @@ def model_body(catalogue: Catalogue, name: str, headers: Mapping[str, str]) -> b
     except UnknownModel:
         raise ApiError(404, f"model {name!r} does not exist; GET /v1/models lists the models",
                        type="not_found", param="model") from None
-    if speaks_anthropic(headers):
+    if anthropic_client(headers):
         return encode(anthropic_entry(record, datetime.now(UTC)))
     return catalogue.entry(record)
