@@ -18,7 +18,9 @@ Request edge
 - `intake`: 402 before a paid route's body; `body_budget`: the body bytes a process holds at once.
 - `bodies`: a body read within its limit and decoded into its type; JSON answers.
 - `edge`: numbers in queries and paths and header values, each read one way everywhere.
-- `errors`: the one error body (ApiError, UpstreamError); `jsonio`: the JSON codecs.
+- `errors`: the error bodies (ApiError, UpstreamError), OpenAI's shape and Anthropic's on
+  /v1/messages; `jsonio`: the JSON codecs.
+- `routes_index`: an unknown route's 404, naming the nearest real route.
 - `limits`: per-key rate limits in Redis; `redis_client`: Redis kept brief, behind a breaker.
 
 Auth and keys
@@ -34,8 +36,13 @@ Routes, by API
 - `handlers`: the core API's handlers and the app's route table (music's and the dashboard's added).
 - `chat` (`chat_request`), `messages` (`messages_request`, `messages_wire`): chat completions and
   Anthropic's Messages; `relay`: the one billed control flow of a streamed answer; `sse`: SSE.
+- `responses/`: the Responses API (native for OpenAI, translated through chat for the others),
+  its stored responses and its routes.
+- `completions`: legacy text completions; `count_tokens`: Anthropic's token counting.
+- `models_route`: the catalogue as GET /v1/models and /v1/models/{id} answer it (OpenAI's
+  fields, Anthropic's for its client).
 - `embeddings` (`float32`), `audio` (speech), `transcription` (`upload`: multipart streamed on),
-  `realtime` (the WebSocket relay).
+  `realtime` (the WebSocket relay, GA and beta).
 - `openapi`: GET /openapi.json, built from the handlers' types.
 
 Providers

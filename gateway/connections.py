@@ -82,15 +82,15 @@ class GuardedRequestHandler(RequestHandler):
         neither echoed nor logged: it may quote a header's value, and a header may hold a key."""
         if request.writer.output_size > 0:  # as aiohttp: a response has begun, the connection is broken
             raise ConnectionError("a response was already sent; the error cannot be")
+        request_id = request.get(REQUEST_ID) or new_id("req")
         if status < 500:
             log.info("request_unreadable", status=status, error=type(exc).__name__ if exc else "")
             error = ApiError(status, f"the request could not be read as HTTP ({status})")
         else:
-            request_id = request.get(REQUEST_ID) or new_id("req")
             log.error("unhandled_error", method=request.method, route=request.path, request_id=request_id,
                       exc_info=exc)
             error = internal_error(request_id)
-        response = error.response()
+        response = error.response(error.body_for(request.path, request_id))
         response.force_close()
         return response
 

@@ -123,17 +123,18 @@ class UpstreamError(Exception):
         super().__init__(message)
         self.status, self.message, self.retry_after = status, message, retry_after
 
-    def client_status(self) -> int:
+    def client_status(self, *, overload_passes: bool = True) -> int:
         """What the client sees: 429 stays 429, timeouts are 504, an overloaded provider 529
-        (so the client's SDK retries), the rest 502 or the 4xx."""
-        if self.status in (429, 504, OVERLOADED):
+        (so the client's SDK retries) unless the route's table has no 529 (`overload_passes`
+        False: music, spec 7), the rest 502 or the 4xx."""
+        if self.status in (429, 504) or (self.status == OVERLOADED and overload_passes):
             return self.status
         if 400 <= self.status < 500 and self.status not in (401, 403, 407):
             return self.status  # the request itself was refused; the client can fix it
         return 502
 
-    def to_api_error(self, provider: str, model: str) -> ApiError:
+    def to_api_error(self, provider: str, model: str, *, overload_passes: bool = True) -> ApiError:
         headers = {"Retry-After": self.retry_after} if self.retry_after else None
-        return ApiError(self.client_status(), self.message, type="gateway_error",
+        return ApiError(self.client_status(overload_passes=overload_passes), self.message, type="gateway_error",
                         code="gateway_error", headers=headers,
                         extra={"usedProvider": provider, "requestedModel": model})

@@ -151,7 +151,7 @@ def _client_error(exc: BaseException, model: Resolved, request: MusicRequest) ->
             return ApiError(422, f"{exc}; the request was not charged", type="content_blocked",
                             code="safety_blocked")
         case UpstreamError():
-            return exc.to_api_error(model.provider_id, request.model)
+            return exc.to_api_error(model.provider_id, request.model, overload_passes=False)  # spec 7's table
         case StorageError():
             return ApiError(502, f"the audio could not be stored: {exc}; not charged",
                             type="storage_error")

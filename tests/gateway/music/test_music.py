@@ -302,7 +302,7 @@ async def test_oversized_body_is_413_before_it_is_sent(gateway, org):
 @pytest.mark.parametrize(("directive", "status"), [
     ("[sim:block=prompt]", 422), ("[sim:block=candidate]", 422), ("[sim:block=400]", 422),
     ("[sim:no_audio]", 502), ("[sim:status=429]", 429), ("[sim:status=500]", 502),
-    ("[sim:status=503]", 502), ("[sim:drop_after=0]", 502),
+    ("[sim:status=503]", 502), ("[sim:status=529]", 502), ("[sim:drop_after=0]", 502),
 ])
 async def test_upstream_outcomes_are_mapped_logged_and_not_charged(hosted, hosted_org, simulator, directive, status):
     response = await post_music(hosted, hosted_org["api_key"], clip(f"song {directive}"))
