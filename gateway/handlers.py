@@ -12,6 +12,7 @@ from gateway.bodies import NO_STORE, json_response, parse_body
 from gateway.dashboard import routes as dashboard_routes
 from gateway.music import routes as music_routes
 from gateway.music.request import MAX_BODY_BYTES as MUSIC_BODY_BYTES
+from gateway.responses import routes as responses_routes
 from gateway.openapi import build as build_openapi
 from gateway.state import CALLER, DOCUMENT, FACTS, METRICS, SERVICES
 
@@ -130,6 +131,7 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_post("/v1/audio/speech", create_speech)
     app.router.add_post("/v1/audio/transcriptions", create_transcription, expect_handler=upload.expect_continue)
     app.router.add_get("/v1/realtime", realtime_session)
+    responses_routes.setup_routes(app)
     music_routes.setup_routes(app)
     dashboard_routes.setup_routes(app)
     app.on_startup.append(build_openapi)  # after the catalogue is loaded (cleanup contexts run first)

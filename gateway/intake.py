@@ -13,11 +13,12 @@ from gateway import audio, chat, completions, embeddings, messages, transcriptio
 from gateway.billing.charging import require_credit_before_body
 from gateway.body_budget import BodyHold
 from gateway.music import generation as music_generation
+from gateway.responses import service as responses
 from gateway.state import BODY_BUDGET, BODY_HOLD, CALLER, SERVICES
 
 # The routes that bill the organization, so may refuse one without credit before the body.
-PAID_ROUTES = frozenset({chat.ROUTE, completions.ROUTE, messages.ROUTE, embeddings.ROUTE, audio.ROUTE,
-                         transcription.ROUTE, music_generation.ROUTE})
+PAID_ROUTES = frozenset({chat.ROUTE, completions.ROUTE, messages.ROUTE, responses.ROUTE, embeddings.ROUTE,
+                         audio.ROUTE, transcription.ROUTE, music_generation.ROUTE})
 
 
 @web.middleware

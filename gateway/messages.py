@@ -21,7 +21,8 @@ from gateway.chat import chat_call
 from gateway.errors import ApiError, UpstreamError
 from gateway.jsonio import encode
 from gateway.messages_request import MessagesRequest
-from gateway.providers.anthropic_wire import MessageEvent, event_frame
+from gateway.providers.anthropic_wire import MessageEvent
+from gateway.sse import event_frame
 from gateway.providers.base import ChatCall, ChatStream
 from gateway.providers.capabilities import ChatProvider, MessageEvents
 from gateway.relay import BilledRelay

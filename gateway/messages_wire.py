@@ -10,7 +10,8 @@ from types import MappingProxyType
 from gateway.billing.pricing import Usage
 from gateway.errors import bad_request
 from gateway.jsonio import encode, loads
-from gateway.providers.anthropic_wire import MessageEvent, delta_tokens, event_frame, objects
+from gateway.providers.anthropic_wire import MessageEvent, delta_tokens, objects
+from gateway.sse import event_frame
 
 STOP_REASONS = MappingProxyType({"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
                                  "function_call": "tool_use", "content_filter": "refusal"})

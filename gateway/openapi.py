@@ -20,6 +20,7 @@ from gateway.errors import AnthropicErrorBody, ErrorBody, speaks_anthropic
 from gateway.jsonio import encode
 from gateway.music import history as music_history
 from gateway.music import request as music_request
+from gateway.responses import request as responses_request
 from gateway.state import DOCUMENT, SERVICES
 
 REF = "#/components/schemas/{name}"
@@ -94,6 +95,10 @@ OPERATIONS = MappingProxyType({
     ("POST", "/v1/messages"): Operation(
         "Anthropic Messages for every chat model", messages_request.MessagesRequest, "chat",
         answers={"200": (JSON, "text/event-stream")}, security=ANTHROPIC_KEY),
+    ("POST", "/v1/responses"): Operation(
+        "A response (OpenAI's Responses API) for every chat model, whole or streamed",
+        responses_request.ResponsesRequest, "chat", answers={"200": (JSON, "text/event-stream")}),
+    ("GET", "/v1/responses/{response_id}"): Operation("A stored response"),
     ("POST", "/v1/embeddings"): Operation("Embeddings", embeddings.EmbeddingRequest, "embedding"),
     ("POST", "/v1/audio/speech"): Operation("Speech, streamed", audio.SpeechRequest, "speech",
                                             answers={"200": ("audio/mpeg",)}),

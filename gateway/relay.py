@@ -100,10 +100,13 @@ class BilledRelay(abc.ABC, Generic[U]):
         """Record the request in the ledger; what was billed, for `_finish` to report."""
         usage = self.usage if self.usage is not None and not estimated else \
             Usage(estimate_prompt_tokens(self.prompt), self.delivered)
-        cost = await bill(self.services, self.caller, self.route, self.model, usage,
-                          {"request": self.prompt, "response": ["".join(self.text)]},
+        cost = await bill(self.services, self.caller, self.route, self.model, usage, self._kept(usage),
                           byok=self.byok, status=status, stream=True)
         return usage, cost
+
+    def _kept(self, usage: Usage) -> dict:
+        """The text the content store keeps of this request, when the organization keeps text."""
+        return {"request": self.prompt, "response": ["".join(self.text)]}
 
     async def _upstream_failed(self, response: web.StreamResponse, exc: UpstreamError) -> None:
         """Record the failure (not charged) and tell the client in the stream."""

@@ -39,3 +39,8 @@ async def events(content: StreamReader) -> AsyncIterator[SseEvent]:
 def frame(data: bytes) -> bytes:
     """One `data:` event as sent to the client."""
     return b"data: " + data + b"\n\n"
+
+
+def event_frame(name: str, data: bytes) -> bytes:
+    """One named event (`event:` then `data:`), as Anthropic's and the Responses API's streams send them."""
+    return b"event: " + name.encode() + b"\ndata: " + data + b"\n\n"

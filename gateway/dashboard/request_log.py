@@ -126,6 +126,16 @@ async def _content(services: Services, request_id: str, content_id: str) -> tupl
     return {"request": kept.get("request"), "response": kept.get("response")}, "kept"
 
 
+async def kept_text(services: Services, content_id: str) -> tuple[dict | None, str]:
+    """One content row decoded, and whether it is kept, removed or was never kept."""
+    if not content_id:
+        return None, "not_retained"
+    body, removed = await _text(services, content_id)
+    if removed:
+        return None, "removed"
+    return (None, "not_retained") if body is None else (loads(body), "kept")
+
+
 async def _text(services: Services, content_id: str) -> tuple[bytes | None, bool]:
     """A content row's body (None once removed) and whether it was removed."""
     if (kept := await log_queries.text(services.recorder, content_id)) is None:

@@ -78,10 +78,10 @@ class AnthropicMessageStream:
             if name == "message_delta":
                 reported.update({k: v for k, v in (data.get("usage") or {}).items() if v is not None})
                 data = {**data, "usage": dict(reported)}
-                yield wire.MessageEvent(name, wire.event_frame(name, encode(data)), data, wire.usage_of(reported))
+                yield wire.MessageEvent(name, sse.event_frame(name, encode(data)), data, wire.usage_of(reported))
                 continue
             stopped = name == "message_stop"
-            yield wire.MessageEvent(name, wire.event_frame(name, raw), data, tokens=wire.delta_tokens(data))
+            yield wire.MessageEvent(name, sse.event_frame(name, raw), data, tokens=wire.delta_tokens(data))
         if not stopped:
             raise _unfinished()
 

@@ -355,10 +355,6 @@ class MessageEvent(msgspec.Struct, frozen=True):
     tokens: int = 0  # output tokens the event delivered: one per non-empty content delta
 
 
-def event_frame(name: str, data: bytes) -> bytes:
-    return b"event: " + name.encode() + b"\ndata: " + data + b"\n\n"
-
-
 def delta_tokens(event: dict) -> int:
     """One output token per content delta that carries something (text, tool input, thinking)."""
     if event.get("type") != "content_block_delta":

@@ -1,0 +1,52 @@
+"""The Responses request as the gateway reads it: the fields it acts on are typed here, so a wrong
+type is a 400 naming the field at the edge; the items inside `input` and `tools` are checked
+where they are translated (`translate`), each refusal naming its place. Unknown fields are
+ignored, as the SDKs send more than any one model honours.
+
+This type is also the request schema of the OpenAPI document (gateway.openapi).
+"""
+
+from typing import Annotated, Any
+
+import msgspec
+
+from gateway.errors import bad_request
+
+BODY_BYTES = 32 * 1024 * 1024  # as chat's: images travel inline
+Unit = Annotated[float, msgspec.Meta(ge=0, le=1)]
+# Work the gateway cannot do on a request's behalf: it answers synchronously, and keeps no
+# server-side conversations or prompt templates.
+REFUSED = {"background": "background responses are not supported: send the request without background",
+           "conversation": "conversations are not supported: pass previous_response_id or the input items",
+           "prompt": "stored prompt templates are not supported: send instructions and input"}
+
+
+class ResponsesRequest(msgspec.Struct):
+    model: str
+    input: str | list[dict[str, Any]] | None = None
+    instructions: str | None = None
+    previous_response_id: str | None = None
+    stream: bool = False
+    store: bool = True
+    max_output_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None
+    top_p: Unit | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    text: dict[str, Any] | None = None
+    reasoning: dict[str, Any] | None = None
+    metadata: dict[str, str] | None = None
+    user: str | None = None
+    background: bool | None = None
+    conversation: str | dict[str, Any] | None = None
+    prompt: dict[str, Any] | None = None
+
+
+def check(request: ResponsesRequest) -> None:
+    """400 for what the gateway cannot honour, before any upstream call."""
+    for name, message in REFUSED.items():
+        if getattr(request, name):
+            raise bad_request(message, name)
+    if request.input is None and request.previous_response_id is None:
+        raise bad_request("input is required", "input")
