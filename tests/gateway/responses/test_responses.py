@@ -1,12 +1,13 @@
 """POST /v1/responses and GET /v1/responses/{id} through the gateway, with the openai SDK and raw
 HTTP, for models served through chat (Claude, Gemini, and OpenAI models until their native path)."""
 
+import asyncio
 import json
 from decimal import Decimal
 
 import pytest
 
-from support import auth, request_events, upstream_requests
+from support import auth, poll, request_events, upstream_requests
 
 openai = pytest.importorskip("openai")
 
@@ -158,3 +159,27 @@ async def test_without_credit_it_is_402(gateway):
     response = await gateway.client.post("/v1/responses", json={"model": "gpt-4o-mini", "input": "hi"},
                                          headers=auth(org["api_key"]))
     assert response.status == 402
+
+
+async def test_a_client_leaving_mid_stream_is_billed_499_for_what_it_was_sent(gateway, org):
+    body = {"model": "gemini-2.5-flash", "input": "go [sim:hang_after=3]", "stream": True}
+    response = await gateway.client.post("/v1/responses", json=body, headers=auth(org["api_key"]))
+    received = b""
+    while received.count(b"response.output_text.delta\ndata") < 3:
+        received += await asyncio.wait_for(response.content.readany(), 5)
+    response.close()
+    [event] = await poll(lambda: charged(gateway))
+    assert (event.status, event.completion_tokens) == (499, 3)
+    assert event.charged_inr_nano == event.cost_inr_nano > 0
+
+
+async def test_a_provider_failing_mid_stream_ends_with_an_error_event_not_charged(gateway, org):
+    body = {"model": "claude-haiku-4-5", "input": "go [sim:drop_after=2]", "stream": True}
+    response = await gateway.client.post("/v1/responses", json=body, headers=auth(org["api_key"]))
+    frames = (await response.read()).decode().strip().split("\n\n")
+    name, data = frames[-1].split("\n")
+    error = json.loads(data.removeprefix("data: "))
+    assert name == "event: error" and error["type"] == "error" and error["code"] == "gateway_error"
+    assert error["sequence_number"] == len(frames) - 1  # numbered on from the events before it
+    [event] = await charged(gateway)
+    assert event.status == 502 and event.charged_inr_nano == 0
