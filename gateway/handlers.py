@@ -82,7 +82,8 @@ async def realtime_session(request: web.Request) -> web.StreamResponse:
     realtime.check_handshake(request)
     model = request.query.get("model", "")
     request[FACTS].update(model=model)
-    session = await realtime.open_session(request.app[SERVICES], request[CALLER], model)
+    session = await realtime.open_session(request.app[SERVICES], request[CALLER], model,
+                                          beta=realtime.wants_beta(request))
     return await session.run(request)
 
 

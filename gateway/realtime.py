@@ -1,5 +1,9 @@
 """Realtime: the client's WebSocket relayed to the provider's, both ways, billed from response.done.
 
+The protocol is the client's choice: GA by default, beta when it asks with `OpenAI-Beta:
+realtime=v1` (or, from a browser, which cannot set headers, the `openai-beta.realtime-v1`
+subprotocol); the provider is asked for the same one. Both report usage in `response.done` alike.
+
 Messages are relayed one by one as they arrive, text and binary alike, never buffered or
 rewritten. The gateway reads only the usage of each `response.done` event the provider sends.
 The session is recorded once, when it ends, as one request charged for the usage summed over all
@@ -23,13 +27,14 @@ from gateway.errors import UpstreamError, bad_request
 from gateway.facts import CLIENT, PROVIDER
 from gateway.middleware import KEY_SUBPROTOCOL
 from gateway.providers.capabilities import RealtimeProvider
-from gateway.providers.openai import input_output_usage
+from gateway.providers.openai import BETA_HEADER, REALTIME_BETA, input_output_usage
 from gateway.resolution import REALTIME, Served, resolve
 from gateway.services import Caller, Services
 from gateway.state import SESSIONS
 
 ROUTE = "/v1/realtime"
 PROTOCOL = "realtime"  # the subprotocol the handshake selects (never the key's)
+BETA_SUBPROTOCOL = "openai-beta.realtime-v1"  # how a browser asks for the beta protocol
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # audio appends are large; OpenAI accepts events up to 15 MiB
 CLOSE_REASON_BYTES = 123  # the most a close frame's reason may hold
 DONE_MARKER = '"response.done"'
@@ -104,6 +109,12 @@ def check_handshake(request: web.Request) -> None:
         raise bad_request("GET /v1/realtime is a WebSocket: send an Upgrade request")
 
 
+def wants_beta(request: web.Request) -> bool:
+    """Whether the client speaks the beta protocol (it said so); otherwise GA."""
+    offered = offered_protocols(request.headers.get("Sec-WebSocket-Protocol", ""))
+    return REALTIME_BETA in request.headers.get(BETA_HEADER, "") or BETA_SUBPROTOCOL in offered
+
+
 def resolve_realtime_model(services: Services, model: str) -> Served[RealtimeProvider]:
     """The realtime model the query names and its adapter; 400 or 501 as for every route."""
     if not model:
@@ -111,14 +122,15 @@ def resolve_realtime_model(services: Services, model: str) -> Served[RealtimePro
     return resolve(services, model, REALTIME)
 
 
-async def open_session(services: Services, caller: Caller, model_id: str) -> "RealtimeSession":
+async def open_session(services: Services, caller: Caller, model_id: str, *, beta: bool = False
+                       ) -> "RealtimeSession":
     """Resolve, admit (402 without credit or own key) and open the provider's WebSocket; a
     provider that refuses is the client's error response, recorded and not charged."""
     served = resolve_realtime_model(services, model_id)
     model = served.model
     api_key = await admit(services, caller, model.provider_id)
     try:
-        upstream = await served.provider.open_realtime(model.upstream_model, api_key, MAX_MESSAGE_BYTES)
+        upstream = await served.provider.open_realtime(model.upstream_model, api_key, MAX_MESSAGE_BYTES, beta=beta)
     except UpstreamError as exc:
         raise await failed(services, caller, ROUTE, model, model_id, exc, stream=True) from None
     return RealtimeSession(services, caller, model, upstream, api_key)

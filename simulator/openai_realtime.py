@@ -1,4 +1,6 @@
-"""GET /v1/realtime: OpenAI's Realtime API (beta, v1 events) over a WebSocket, deterministically.
+"""GET /v1/realtime: OpenAI's Realtime API over a WebSocket, deterministically, in GA's protocol
+or, for a handshake with `OpenAI-Beta: realtime=v1`, beta's (`simulator.realtime_dialects`; the
+event names below are beta's).
 
 On connect the server sends ``session.created``. Client events it answers:
 
@@ -48,6 +50,7 @@ from simulator.directives import DirectiveError, ErrorStatus, NonNegative, parse
 from simulator.hostile import UsageFault, spoiled_usage
 from simulator.openai_chat import simulated_error
 from simulator.openai_wire import error_response
+from simulator.realtime_dialects import Dialect, dialect_of
 from simulator.recording import RECORD_KEY, Outcome, decode_body
 from simulator.settings import SETTINGS_KEY, Settings
 from simulator.textgen import completion_text, count_prompt_tokens, iter_tokens
@@ -111,18 +114,10 @@ async def realtime(request: web.Request) -> web.StreamResponse:
     if not ws.can_prepare(request).ok:
         return error_response(400, "The realtime API is a WebSocket: send an Upgrade request.")
     await ws.prepare(request)
-    session = Session(request, ws, request.app[SETTINGS_KEY], model)
+    session = Session(request, ws, request.app[SETTINGS_KEY], model, dialect_of(request))
     request[RECORD_KEY].body = session.received
     request[RECORD_KEY].settle(await session.serve())
     return ws
-
-
-def session_object(model: str) -> dict[str, Any]:
-    """The session as ``session.created`` describes it, OpenAI's defaults."""
-    return {"id": "sess_sim", "object": "realtime.session", "model": model, "modalities": ["text", "audio"],
-            "instructions": "", "voice": "alloy", "input_audio_format": "pcm16",
-            "output_audio_format": "pcm16", "input_audio_transcription": None, "turn_detection": None,
-            "tools": [], "tool_choice": "auto", "temperature": 0.8, "max_response_output_tokens": "inf"}
 
 
 def item_texts(item: dict[str, Any]) -> list[str]:
@@ -153,9 +148,9 @@ class Session:
     """One WebSocket session: its settings, its conversation, and the events it received."""
 
     def __init__(self, request: web.Request, ws: web.WebSocketResponse, settings: Settings,
-                 model: str) -> None:
-        self.request, self.ws, self.settings = request, ws, settings
-        self.config = session_object(model)
+                 model: str, dialect: Dialect) -> None:
+        self.request, self.ws, self.settings, self.dialect = request, ws, settings, dialect
+        self.config = dialect.session(model)
         self.items: list[list[str]] = []  # text pieces of every conversation item, in order
         self.pending: list[str] = []  # texts added since the last response.create (its directives)
         self.last_item_id: str | None = None
@@ -166,7 +161,7 @@ class Session:
         return f"{prefix}_sim{next(self._ids):04d}"
 
     async def send(self, event_type: str, **fields: Any) -> None:
-        event = {"event_id": self.new_id("event"), "type": event_type, **fields}
+        event = {"event_id": self.new_id("event"), "type": self.dialect.name(event_type), **fields}
         await self.ws.send_str(orjson.dumps(event).decode())
 
     async def error(self, code: str, message: str, client_event: Any = None) -> None:
@@ -232,6 +227,8 @@ class Session:
         self.items.append(texts)
         self.pending.extend(texts)
         await self.send("conversation.item.created", previous_item_id=self.last_item_id, item=item)
+        if self.dialect.item_done:
+            await self.send("conversation.item.done", previous_item_id=self.last_item_id, item=item)
         self.last_item_id = item["id"]
 
     async def respond(self, event: dict[str, Any]) -> Outcome | None:
@@ -255,9 +252,10 @@ class Response:
         self.session, self.directives = session, directives
         config, settings = session.config, session.settings
         wanted = settings.completion_tokens if directives.tokens is None else directives.tokens
-        limit = output_limit(options.get("max_output_tokens", config.get("max_response_output_tokens")))
+        dialect = session.dialect
+        limit = output_limit(options.get("max_output_tokens", config.get(dialect.max_tokens)))
         self.tokens = wanted if limit is None else min(wanted, limit)
-        self.audio = "audio" in (options.get("modalities") or config.get("modalities") or ())
+        self.audio = "audio" in (options.get(dialect.modalities) or config.get(dialect.modalities) or ())
         tps = settings.tokens_per_second if directives.tps is None else directives.tps
         self.interval = 1 / tps if tps > 0 else 0.0
         self.id, self.item_id = session.new_id("resp"), session.new_id("item")
@@ -268,7 +266,9 @@ class Response:
                 "role": "assistant", "content": content}
 
     def part(self, text: str) -> dict[str, Any]:
-        return {"type": "audio", "transcript": text} if self.audio else {"type": "text", "text": text}
+        dialect = self.session.dialect
+        return {"type": dialect.audio_part, "transcript": text} if self.audio else {"type": dialect.text_part,
+                                                                                   "text": text}
 
     async def stream(self) -> Outcome | None:
         session, cut = self.session, self.directives.cut

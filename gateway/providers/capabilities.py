@@ -79,9 +79,9 @@ class TranscriptionProvider(Protocol):
 
 
 class RealtimeProvider(Protocol):
-    async def open_realtime(self, upstream_model: str, api_key: str = "",
-                            max_message_bytes: int = ...) -> aiohttp.ClientWebSocketResponse:
-        """The provider's realtime WebSocket; raises UpstreamError if it will not open."""
+    async def open_realtime(self, upstream_model: str, api_key: str = "", max_message_bytes: int = ...,
+                            *, beta: bool = False) -> aiohttp.ClientWebSocketResponse:
+        """The provider's realtime WebSocket, GA or (`beta`) beta; raises UpstreamError if it will not open."""
 
 
 class MusicProvider(Protocol):

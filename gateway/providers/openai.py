@@ -21,6 +21,8 @@ from gateway.providers.multipart import encode_form, new_boundary
 
 PROVIDER = "openai"
 
+BETA_HEADER, REALTIME_BETA = "OpenAI-Beta", "realtime=v1"  # asks for the beta realtime protocol
+
 
 def usage_of(usage: object) -> Usage:
     """OpenAI's chat usage, checked by billing's rule (UpstreamError 502 when it is not sound)."""
@@ -232,12 +234,13 @@ class OpenAIProvider:
         return await post(self._upstream, self.id, self._base + path, body,
                           self.headers(api_key, content_type), self._timeout)
 
-    async def open_realtime(self, upstream_model: str, api_key: str = "",
-                            max_message_bytes: int = 4 * 1024 * 1024) -> aiohttp.ClientWebSocketResponse:
-        """The provider's realtime WebSocket for `upstream_model`; UpstreamError if it will not open."""
+    async def open_realtime(self, upstream_model: str, api_key: str = "", max_message_bytes: int = 4 * 1024 * 1024,
+                            *, beta: bool = False) -> aiohttp.ClientWebSocketResponse:
+        """The provider's realtime WebSocket for `upstream_model`, in the GA protocol or, with
+        `beta`, the beta one; UpstreamError if it will not open."""
         url = yarl.URL(f"{self._base}/realtime").with_query(model=upstream_model)
         url = url.with_scheme("wss" if url.scheme in ("https", "wss") else "ws")
-        headers = {**self.headers(api_key, content_type=None), "OpenAI-Beta": "realtime=v1"}
+        headers = self.headers(api_key, content_type=None) | ({BETA_HEADER: REALTIME_BETA} if beta else {})
         # Once open, a session may idle as long as the client likes: no receive timeout.
         idle = aiohttp.ClientWSTimeout(ws_receive=None, ws_close=10)
         wait = self._timeout.sock_read  # ws_connect takes no ClientTimeout: bound the handshake here

@@ -31,6 +31,7 @@ TEXT_ONLY = {"type": "session.update", "session": {"modalities": ["text"]}}
 RESPONSE_CREATE = {"type": "response.create"}
 OPENING = ["response.created", "response.output_item.added", "response.content_part.added"]
 CLOSING = ["response.text.done", "response.content_part.done", "response.output_item.done", "response.done"]
+BETA = {"OpenAI-Beta": "realtime=v1"}
 UPGRADE = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13"}
 
 
@@ -49,8 +50,9 @@ def key_protocol(key: str) -> str:
 
 
 async def connect(gateway, key: str, **kwargs) -> aiohttp.ClientWebSocketResponse:
-    """A session through the gateway, past the relayed session.created."""
-    kwargs.setdefault("headers", auth(key))
+    """A beta session through the gateway (the event names these tests read are beta's), past the
+    relayed session.created."""
+    kwargs.setdefault("headers", {**auth(key), **BETA})
     ws = await gateway.client.ws_connect(PATH, **kwargs)
     assert (await ws_receive(ws))["type"] == "session.created"
     return ws
