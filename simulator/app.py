@@ -3,7 +3,7 @@
 from aiohttp import web
 
 from simulator import anthropic_messages, gemini_routes, openai_audio, openai_chat, openai_embeddings
-from simulator import anthropic_count_tokens, openai_completions, openai_realtime
+from simulator import anthropic_count_tokens, openai_completions, openai_realtime, openai_responses
 from simulator.auth import auth_middleware
 from simulator.recording import RECORDER_KEY, Recorder, add_control_routes, recording_middleware
 from simulator.settings import SETTINGS_KEY, Settings
@@ -22,6 +22,7 @@ def create_app(settings: Settings) -> web.Application:
     app[RECORDER_KEY] = Recorder()
     openai_chat.add_routes(app)
     openai_completions.add_routes(app)
+    openai_responses.add_routes(app)
     openai_embeddings.add_routes(app)
     openai_audio.add_routes(app)
     openai_realtime.add_routes(app)
