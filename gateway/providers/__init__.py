@@ -6,6 +6,7 @@ from gateway.providers.capabilities import Providers
 from gateway.providers.google import GoogleProvider
 from gateway.providers.http import Upstream
 from gateway.providers.openai import OpenAIProvider
+from gateway.providers.openai_responses import OpenAIResponses
 
 
 def build(config: ProvidersConfig, upstream: Upstream) -> Providers:
@@ -15,6 +16,7 @@ def build(config: ProvidersConfig, upstream: Upstream) -> Providers:
     anthropic = AnthropicProvider(config.anthropic, upstream)
     google = GoogleProvider(config.google, upstream)
     return Providers(chat={p.id: p for p in (openai, anthropic, google)}, messages={anthropic.id: anthropic},
+                     responses={openai.id: OpenAIResponses(openai)},
                      completion={openai.id: openai}, token_counting={anthropic.id: anthropic},
                      embedding={openai.id: openai}, speech={openai.id: openai},
                      transcription={openai.id: openai}, realtime={openai.id: openai},

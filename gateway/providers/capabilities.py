@@ -13,6 +13,7 @@ from gateway.providers.base import (
     AudioStream, ChatCall, ChatReply, ChatStream, EmbeddingCall, EmbeddingReply, MusicCall, MusicReply, SpeechCall,
     TranscriptionCall, TranscriptionReply,
 )
+from gateway.providers.openai_responses import ResponseEvent
 
 
 class ChatProvider(Protocol):
@@ -63,6 +64,24 @@ class TokenCounter(Protocol):
         """The input tokens of the Anthropic-shaped `call.body`; raises UpstreamError."""
 
 
+class ResponseEvents(Protocol):
+    def __aiter__(self) -> AsyncIterator[ResponseEvent]:
+        """Events as they arrive, the closing one last with its usage; raises UpstreamError."""
+
+    async def aclose(self) -> None:
+        """Stop reading and abandon the upstream request."""
+
+
+class ResponsesProvider(Protocol):
+    """Speaks OpenAI's Responses API natively: /v1/responses bodies pass through."""
+
+    async def respond(self, call: ChatCall) -> ChatReply:
+        """One response object; raises UpstreamError."""
+
+    async def open_response_stream(self, call: ChatCall) -> ResponseEvents:
+        """Start a streamed response; raises UpstreamError before any event if refused."""
+
+
 class EmbeddingProvider(Protocol):
     async def embed(self, call: EmbeddingCall) -> EmbeddingReply:
         """One embeddings request; raises UpstreamError on any provider failure."""
@@ -91,11 +110,12 @@ class MusicProvider(Protocol):
 
 class Providers(msgspec.Struct, frozen=True, kw_only=True):
     """Every adapter of this gateway by provider id, once under each capability it has. The
-    field names are the catalogue's model kinds (and `messages`, the native Messages API, and
-    `token_counting`, its count_tokens)."""
+    field names are the catalogue's model kinds (and `messages`, the native Messages API,
+    `responses`, the native Responses API, and `token_counting`, Anthropic's count_tokens)."""
 
     chat: Mapping[str, ChatProvider]
     messages: Mapping[str, MessagesProvider]
+    responses: Mapping[str, ResponsesProvider]
     completion: Mapping[str, CompletionProvider]
     token_counting: Mapping[str, TokenCounter]
     embedding: Mapping[str, EmbeddingProvider]

@@ -34,6 +34,11 @@ def input_output_usage(usage: object) -> Usage:
     return _counted_usage(usage, ("input_tokens", "output_tokens", "input_token_details"))
 
 
+def responses_usage(usage: object) -> Usage:
+    """The usage of a Responses API answer (input_tokens, output_tokens, input_tokens_details), checked."""
+    return _counted_usage(usage, ("input_tokens", "output_tokens", "input_tokens_details"))
+
+
 def _counted_usage(usage: object, fields: tuple[str, str, str]) -> Usage:
     """A usage object whose `fields` name its prompt and completion counts and the details
     object holding `cached_tokens`, as billing's checked Usage."""
@@ -173,6 +178,11 @@ class OpenAIProvider:
         if key := api_key or self._api_key:
             headers["Authorization"] = f"Bearer {key}"
         return headers
+
+    async def send_json(self, path: str, body: dict, api_key: str = "") -> aiohttp.ClientResponse:
+        """POST `body` to the provider's `path` (under its base URL), with the org's key if it has one."""
+        return await post_json(self._upstream, self.id, self._base + path, body, self.headers(api_key),
+                               self._timeout)
 
     async def chat(self, call: ChatCall) -> ChatReply:
         body = {**call.body, "model": call.upstream_model, "stream": False}

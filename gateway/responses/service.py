@@ -1,30 +1,26 @@
-"""POST /v1/responses for every chat model: the Responses request translated into chat
-(`translate`), sent through the model's chat adapter, and its answer translated back, billed
-exactly as chat is: one RequestCompleted per request, failures not charged, a client that leaves
-mid-stream billed (499) for what it was sent (`gateway.relay.BilledRelay`).
+"""POST /v1/responses for every chat model, billed exactly as chat is: one RequestCompleted per
+request, failures not charged, a client that leaves mid-stream billed (499) for what it was sent.
 
-Continuations (`previous_response_id`) read the stored conversation (`store`) and send it whole:
-the provider never saw the gateway's response ids.
+A provider that speaks the Responses API (OpenAI: `Providers.responses`) gets the client's body
+and its answer comes back as it is, with the gateway's id and cost. The others get the request
+translated into chat (`translate`) and their answer translated back. Either way a continuation
+(`previous_response_id`) reads the stored conversation (`store`) and sends it whole: no provider
+ever saw the gateway's response ids.
 """
 
 import time
 
-from aiohttp import web
-
 from gateway.billing.charging import bill, failed
-from gateway.billing.pricing import Cost, Usage, cost_body
+from gateway.billing.pricing import cost_body
 from gateway.chat import chat_call
-from gateway.errors import ApiError, UpstreamError
-from gateway.jsonio import encode
-from gateway.providers.base import ChatCall, ChatStream
-from gateway.providers.capabilities import ChatProvider
-from gateway.relay import BilledRelay
+from gateway.errors import UpstreamError
+from gateway.providers.base import ChatCall, ChatReply
+from gateway.providers.capabilities import ChatProvider, ResponsesProvider
 from gateway.resolution import CHAT, Served, resolve
 from gateway.responses import store, translate
+from gateway.responses.relay import NativeRelay, ResponsesRelay, TranslatedRelay
 from gateway.responses.request import ResponsesRequest, check
-from gateway.responses.translate_stream import EventEncoder
 from gateway.services import Caller, Services
-from gateway.sse import event_frame
 
 ROUTE = store.ROUTE
 # The output limit sent to a provider that demands one (Anthropic) when the client set none:
@@ -33,13 +29,25 @@ DEFAULT_MAX_OUTPUT_TOKENS = 4096
 
 
 class Prepared:
-    """One request made ready: its model and adapter, its conversation as input items, the chat
-    call to make, and the ids its answer carries."""
+    """One request made ready: its model and adapters, its conversation as input items, the call
+    to make, and the id and time its answer carries."""
 
-    def __init__(self, served: Served[ChatProvider], items: list[dict], call: ChatCall, body: dict,
-                 response_id: str) -> None:
-        self.served, self.items, self.call, self.body = served, items, call, body
-        self.response_id, self.created_at = response_id, int(time.time())
+    def __init__(self, served: Served[ChatProvider], native: ResponsesProvider | None, items: list[dict],
+                 call: ChatCall, body: dict, request: ResponsesRequest, response_id: str) -> None:
+        self.served, self.native, self.items, self.call = served, native, items, call
+        self.body, self.request, self.response_id, self.created_at = body, request, response_id, int(time.time())
+
+    def answer(self, reply: ChatReply) -> dict:
+        """The provider's answer as the client's `response` object (cost added after billing)."""
+        if self.native is not None:
+            return named(reply.body, self)
+        return translate.response_object(reply.body, reply.usage, response_id=self.response_id,
+                                         model=self.request.model, created_at=self.created_at, request=self.body)
+
+
+def named(response: dict, ready: Prepared) -> dict:
+    """A provider's response object under the gateway's id and the model the client named."""
+    return {**response, "id": ready.response_id, "model": ready.request.model}
 
 
 async def prepare(services: Services, caller: Caller, body: dict, request: ResponsesRequest) -> Prepared:
@@ -47,12 +55,11 @@ async def prepare(services: Services, caller: Caller, body: dict, request: Respo
     check(request)
     served = resolve(services, request.model, CHAT)
     history = await _history(services, caller, request.previous_response_id)
-    chat = translate.chat_body(body, history)
-    if served.provider.requires_max_tokens and "max_tokens" not in chat:
-        chat["max_tokens"] = DEFAULT_MAX_OUTPUT_TOKENS
     items = [*history, *translate.input_items(body.get("input"), bool(history))]
-    call = await chat_call(services, caller, chat, served.model)
-    return Prepared(served, items, call, body, store.response_id(caller.request_id))
+    native = services.providers.responses.get(served.model.provider_id)
+    sent = native_body(body, items, bool(history)) if native else translated_body(served, body, history)
+    call = await chat_call(services, caller, sent, served.model)
+    return Prepared(served, native, items, call, body, request, store.response_id(caller.request_id))
 
 
 async def _history(services: Services, caller: Caller, previous: str | None) -> list[dict]:
@@ -61,74 +68,44 @@ async def _history(services: Services, caller: Caller, previous: str | None) -> 
     return store.conversation(await store.stored(services, caller, previous, 400, "previous_response_id"))
 
 
+def native_body(body: dict, items: list[dict], continued: bool) -> dict:
+    """The client's body for a provider that speaks the Responses API: a continuation carries the
+    whole conversation as its input instead of the gateway's previous_response_id."""
+    sent = {name: value for name, value in body.items() if name != "previous_response_id"}
+    return {**sent, "input": items} if continued else sent
+
+
+def translated_body(served: Served[ChatProvider], body: dict, history: list[dict]) -> dict:
+    chat = translate.chat_body(body, history)
+    if served.provider.requires_max_tokens and "max_tokens" not in chat:
+        chat["max_tokens"] = DEFAULT_MAX_OUTPUT_TOKENS
+    return chat
+
+
 async def create(services: Services, caller: Caller, body: dict, request: ResponsesRequest) -> dict:
     """A response, billed before it is returned."""
     ready = await prepare(services, caller, body, request)
     model = ready.served.model
     try:
-        reply = await ready.served.provider.chat(ready.call)
+        reply = await (ready.native.respond(ready.call) if ready.native else ready.served.provider.chat(ready.call))
     except UpstreamError as exc:
         raise await failed(services, caller, ROUTE, model, request.model, exc) from None
-    response = translate.response_object(reply.body, reply.usage, response_id=ready.response_id,
-                                         model=request.model, created_at=ready.created_at, request=body)
-    cost = await bill(services, caller, ROUTE, model, reply.usage, store.kept(ready.items, response),
+    response = ready.answer(reply)
+    cost = await bill(services, caller, ROUTE, model, reply.usage, store.kept(ready.items, response, request.store),
                       byok=bool(ready.call.api_key))
-    response["usage"].update(cost_body(cost))
+    response["usage"] = {**response["usage"], **cost_body(cost)}
     return response
 
 
-async def open_stream(services: Services, caller: Caller, body: dict, request: ResponsesRequest) -> "StreamRelay":
+async def open_stream(services: Services, caller: Caller, body: dict, request: ResponsesRequest) -> ResponsesRelay:
     """Start a streamed response; errors before the first event are ordinary error responses."""
     ready = await prepare(services, caller, body, request)
     try:
-        upstream = await ready.served.provider.open_chat_stream(ready.call)
+        if ready.native is not None:
+            return NativeRelay(services, caller, ready, await ready.native.open_response_stream(ready.call))
+        return TranslatedRelay(services, caller, ready, await ready.served.provider.open_chat_stream(ready.call))
     except UpstreamError as exc:
         raise await failed(services, caller, ROUTE, ready.served.model, request.model, exc, stream=True) from None
-    return StreamRelay(services, caller, request, ready, upstream)
-
-
-class StreamRelay(BilledRelay[ChatStream]):
-    """Chat chunks relayed as Responses events as they arrive; billed by BilledRelay's rule, the
-    usage and cost carried by the closing `response.completed`."""
-
-    route = ROUTE
-
-    def __init__(self, services: Services, caller: Caller, request: ResponsesRequest, ready: Prepared,
-                 upstream: ChatStream) -> None:
-        super().__init__(services, caller, request, ready.served.model, upstream, ready.call.body["messages"],
-                         byok=bool(ready.call.api_key))
-        self.items = ready.items
-        self.events = EventEncoder(response_id=ready.response_id, model=request.model,
-                                   created_at=ready.created_at, request=ready.body)
-        self.closing: list[dict] = []
-
-    async def _relay(self, response: web.StreamResponse) -> None:
-        await response.write(frames(self.events.opening()))
-        async for chunk in self.upstream:
-            if chunk.usage is not None:
-                self.usage = chunk.usage
-                continue
-            await response.write(frames(self.events.feed(chunk.parsed)))
-            self.delivered += chunk.tokens
-
-    def _kept(self, usage: Usage) -> dict:
-        """The response as it ends (closed here, once, so what is kept is what is sent)."""
-        self.closing = self.events.closing(usage, None)
-        return store.kept(self.items, self.closing[-1]["response"])
-
-    async def _finish(self, response: web.StreamResponse, usage: Usage, cost: Cost) -> None:
-        self.closing[-1]["response"]["usage"].update(cost_body(cost))
-        await response.write(frames(self.closing))
-        await response.write_eof()
-
-    def _error_frames(self, error: ApiError) -> bytes:
-        event = {"type": "error", "code": error.code, "message": error.message, "param": error.param,
-                 "sequence_number": self.events.sequence_number}
-        return event_frame("error", encode(event))
-
-
-def frames(events: list[dict]) -> bytes:
-    return b"".join(event_frame(event["type"], encode(event)) for event in events)
 
 
 async def retrieve(services: Services, caller: Caller, response_id: str) -> dict:

@@ -23,9 +23,11 @@ def response_id(request_id: str) -> str:
     return RESPONSE_PREFIX + request_id.removeprefix(REQUEST_PREFIX)
 
 
-def kept(items: list[dict], response: dict) -> dict:
-    """The content a response keeps: its conversation's input items and the response itself."""
-    return {"request": items, "response": response}
+def kept(items: list[dict], response: dict, stored: bool) -> dict:
+    """The content a response keeps: its conversation's input items, the response itself, and
+    whether the client asked for it to be stored (its text is kept for the log all the same,
+    as the organization's retention says)."""
+    return {"request": items, "response": response, "store": stored}
 
 
 def conversation(stored: dict) -> list[dict]:
@@ -53,6 +55,6 @@ async def stored(services: Services, caller: Caller, response_id: str, status: i
         raise refused("is no longer stored: the organization's retention removed its text", 410)
     if text is None:
         raise refused("was not stored: the organization's retention is none, so no text is kept")
-    if not text["response"].get("store", True):
+    if not text.get("store", True):
         raise refused("was not stored: it was created with store=false")
     return text

@@ -1,5 +1,5 @@
 """POST /v1/responses and GET /v1/responses/{id} through the gateway, with the openai SDK and raw
-HTTP, for models served through chat (Claude, Gemini, and OpenAI models until their native path)."""
+HTTP: OpenAI models natively (the provider's own /v1/responses), Claude and Gemini through chat."""
 
 import asyncio
 import json
@@ -61,7 +61,7 @@ async def test_the_sdk_stream_helper_accumulates_the_final_response(client):
     assert final.status == "completed" and final.output_text
 
 
-@pytest.mark.parametrize("model", ["claude-haiku-4-5", "gemini-2.5-flash"])  # the chat simulator has no tools
+@pytest.mark.parametrize("model", MODELS)
 async def test_a_function_call_round_trip(gateway, client, model):
     first = await client.responses.create(model=model, input="weather in Paris? [sim:tool=get_weather]",
                                           tools=[WEATHER])
@@ -133,9 +133,9 @@ async def test_store_false_is_not_retrievable(gateway, client):
     ({"model": "gpt-4o-mini"}, "input"),
     ({"model": "gpt-4o-mini", "input": 5}, "input"),
     ({"model": "gpt-4o-mini", "input": "hi", "background": True}, "background"),
-    ({"model": "gpt-4o-mini", "input": "hi", "tools": [{"type": "web_search"}]}, "tools[0].type"),
+    ({"model": "claude-haiku-4-5", "input": "hi", "tools": [{"type": "web_search"}]}, "tools[0].type"),
     ({"model": "gpt-4o-mini", "input": "hi", "max_output_tokens": 0}, "max_output_tokens"),
-    ({"model": "gpt-4o-mini", "input": [{"type": "mystery"}]}, "input[0].type"),
+    ({"model": "gemini-2.5-flash", "input": [{"type": "mystery"}]}, "input[0].type"),
     ({"model": "no-such-model", "input": "hi"}, "model"),
 ])
 async def test_what_cannot_be_honoured_is_a_400_naming_the_field(gateway, org, body, param):
@@ -183,3 +183,40 @@ async def test_a_provider_failing_mid_stream_ends_with_an_error_event_not_charge
     assert error["sequence_number"] == len(frames) - 1  # numbered on from the events before it
     [event] = await charged(gateway)
     assert event.status == 502 and event.charged_inr_nano == 0
+
+
+async def test_an_openai_model_goes_to_the_providers_own_responses_api(gateway, client, simulator):
+    first = await client.responses.create(model="gpt-4o-mini", input="my name is Ada", instructions="be brief",
+                                          metadata={"ticket": "7"})
+    sent = (await upstream_requests(gateway, simulator))[-1]
+    assert sent["path"] == "/v1/responses" and sent["body"]["instructions"] == "be brief"
+    assert sent["body"]["metadata"] == {"ticket": "7"} and sent["body"]["input"] == "my name is Ada"
+    second = await client.responses.create(model="gpt-4o-mini", input="who am I?", previous_response_id=first.id)
+    sent = (await upstream_requests(gateway, simulator))[-1]
+    assert "previous_response_id" not in sent["body"]  # the provider never saw the gateway's ids
+    said = json.dumps(sent["body"]["input"])
+    assert "my name is Ada" in said and first.output_text in said and "who am I?" in said
+    assert second.id.startswith("resp_") and second.id != first.id
+    assert (await client.responses.retrieve(second.id)).output_text == second.output_text
+
+
+async def test_a_native_stream_carries_the_gateways_id_and_the_cost_at_its_end(gateway, org):
+    body = {"model": "gpt-4o-mini", "input": "hello", "stream": True}
+    response = await gateway.client.post("/v1/responses", json=body, headers=auth(org["api_key"]))
+    events = [json.loads(frame.split("\ndata: ", 1)[1]) for frame in (await response.text()).strip().split("\n\n")]
+    ids = {event["response"]["id"] for event in events if "response" in event}
+    assert len(ids) == 1 and ids.pop().startswith("resp_0")  # the gateway's, not the simulator's resp_sim
+    assert [event["sequence_number"] for event in events] == list(range(len(events)))
+    final = events[-1]["response"]
+    [event] = await charged(gateway)
+    assert final["usage"]["output_tokens"] == event.completion_tokens == 16
+    assert Decimal(str(final["usage"]["cost_inr"])) * 10**9 == event.charged_inr_nano > 0
+
+
+async def test_a_native_stream_cut_by_the_provider_ends_with_an_error_event(gateway, org):
+    body = {"model": "gpt-4o-mini", "input": "go [sim:drop_after=2]", "stream": True}
+    response = await gateway.client.post("/v1/responses", json=body, headers=auth(org["api_key"]))
+    frames = (await response.text()).strip().split("\n\n")
+    assert frames[-1].startswith("event: error\n")
+    [event] = await charged(gateway)
+    assert (event.status, event.charged_inr_nano) == (502, 0)

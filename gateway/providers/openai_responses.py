@@ -1,0 +1,109 @@
+"""OpenAI's own Responses API (POST /v1/responses): the answer and the stream's events, checked.
+
+A stream is read event by event: each is relayed as the provider sent it, with its text deltas
+counted (one output token each, as chat's are), until `response.completed` or
+`response.incomplete`, whose usage is what it is billed on. An `error` or `response.failed`
+event, an event that is not JSON, or a stream that ends without its closing event is an
+UpstreamError: recorded, never charged.
+"""
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import msgspec
+
+from gateway import sse
+from gateway.billing.pricing import Usage
+from gateway.errors import UpstreamError
+from gateway.jsonio import loads
+from gateway.providers.base import ChatCall, ChatReply
+from gateway.providers.http import read_json, scrubbed
+from gateway.providers.openai import OpenAIProvider, responses_usage
+
+PROVIDER = "openai"
+CLOSING = frozenset({"response.completed", "response.incomplete"})
+FAILED = frozenset({"error", "response.failed"})
+DELTAS = frozenset({"response.output_text.delta", "response.function_call_arguments.delta"})
+
+
+class OpenAIResponse(msgspec.Struct):
+    """The part of a response object the gateway reads; the rest is relayed as it is."""
+
+    id: str
+    output: list[dict[str, Any]]
+    usage: dict[str, Any] | None = None
+
+
+class ResponseEvent(msgspec.Struct, frozen=True):
+    """One stream event: its decoded body, the tokens it delivered, and (closing) the usage."""
+
+    parsed: dict
+    tokens: int = 0
+    usage: Usage | None = None
+
+
+def response_reply(body: object) -> ChatReply:
+    """A Responses answer as the gateway bills it; UpstreamError 502 when it is not one."""
+    try:
+        response = msgspec.convert(body, OpenAIResponse)
+    except msgspec.ValidationError as exc:
+        raise UpstreamError(502, f"openai sent a response that is not one: {exc}") from None
+    assert isinstance(body, dict)  # a converted OpenAIResponse was an object
+    return ChatReply(body, responses_usage(response.usage))
+
+
+def response_event(data: bytes) -> ResponseEvent:
+    try:
+        parsed = loads(data)
+    except ValueError:
+        raise UpstreamError(502, "openai sent a response event that is not JSON") from None
+    kind = parsed.get("type") if isinstance(parsed, dict) else None
+    if not isinstance(kind, str):
+        raise UpstreamError(502, "openai sent a response event without a type")
+    if kind in FAILED:
+        error = parsed.get("error") or (parsed.get("response") or {}).get("error") or parsed
+        raise UpstreamError(502, f"openai response failed: {error.get('message') or 'no message'}")
+    if kind in CLOSING:
+        return ResponseEvent(parsed, usage=response_reply(parsed.get("response")).usage)
+    return ResponseEvent(parsed, tokens=1 if kind in DELTAS else 0)
+
+
+class OpenAIResponseStream:
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+
+    async def __aiter__(self) -> AsyncIterator[ResponseEvent]:
+        try:
+            async for event in sse.events(self._response.content):
+                yield (read := response_event(event.data))
+                if read.usage is not None:
+                    return
+        except UpstreamError as exc:
+            raise scrubbed(exc, self._response) from None  # an error event may quote the key sent
+        except TimeoutError:
+            raise UpstreamError(504, "openai stopped streaming (read timeout)") from None
+        except aiohttp.ClientError as exc:
+            raise UpstreamError(502, f"openai stream broke off: {type(exc).__name__}") from None
+        raise UpstreamError(502, "openai ended the response stream before response.completed")
+
+    async def aclose(self) -> None:
+        self._response.close()  # closing the connection is how an HTTP client cancels
+
+
+class OpenAIResponses:
+    """The Responses API of an OpenAI adapter: its base URL, keys and timeouts."""
+
+    def __init__(self, provider: OpenAIProvider) -> None:
+        self.provider, self.id = provider, provider.id
+
+    async def respond(self, call: ChatCall) -> ChatReply:
+        """One response; raises UpstreamError on any provider failure."""
+        body = {**call.body, "model": call.upstream_model, "stream": False}
+        response = await self.provider.send_json("/responses", body, call.api_key)
+        return response_reply(await read_json(PROVIDER, response))
+
+    async def open_response_stream(self, call: ChatCall) -> OpenAIResponseStream:
+        """Start a streamed response; raises UpstreamError before any event if refused."""
+        body = {**call.body, "model": call.upstream_model, "stream": True}
+        return OpenAIResponseStream(await self.provider.send_json("/responses", body, call.api_key))
