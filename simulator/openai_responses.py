@@ -2,7 +2,8 @@
 
 The text, token counts and directives are chat's (`simulator.openai_chat`, `simulator.textgen`):
 each input item counts as a message (instructions as one more); ``[sim:tool=NAME]`` answers with
-a call of that declared function after the text (its arguments a sample per schema property, as
+a call of that declared function after the text (unless the input ends with a function's output:
+then the model has its answer, as an agent's second turn expects) (its arguments a sample per schema property, as
 the Anthropic route makes them). A stream sends response.created, response.in_progress, the
 message item's added events, one output_text.delta per token, its done events, the function call's
 events, then response.completed (or response.incomplete when max_output_tokens cut the text)
@@ -85,6 +86,8 @@ def parse(body: Any) -> tuple[ResponsesRequest, list[list[str]], ResponsesDirect
         raise BadRequest(str(exc)) from exc
     if directives.tool is not None and directives.tool not in {t.get("name") for t in request.tools}:
         raise BadRequest(f"[sim:tool={directives.tool}] names no declared function")
+    if items and items[-1].get("type") == "function_call_output":  # answered: the model now says so in text
+        directives = msgspec.structs.replace(directives, tool=None)
     return request, texts, directives
 
 

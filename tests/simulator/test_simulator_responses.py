@@ -50,3 +50,11 @@ async def test_what_the_real_api_refuses_is_a_400(client, extra):
 async def test_an_error_directive_answers_its_status(client):
     with pytest.raises(openai.RateLimitError):
         await client.responses.create(model="gpt-4o-mini", input="hi [sim:status=429]")
+
+
+async def test_a_tool_directive_is_not_repeated_once_the_function_answered(client):
+    items = [{"role": "user", "content": "weather? [sim:tool=get_weather]"},
+             {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{}"},
+             {"type": "function_call_output", "call_id": "c1", "output": "sunny"}]
+    response = await client.responses.create(model="gpt-4o-mini", input=items, tools=[WEATHER])
+    assert [item.type for item in response.output] == ["message"]
