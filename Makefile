@@ -3,8 +3,12 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+CLIENTS_VENV ?= .venv-clients
+CLIENTS_STAMP := $(CLIENTS_VENV)/.installed
+NODE_CLIENTS := tests/clients/node
+NODE_STAMP := $(NODE_CLIENTS)/node_modules/.installed
 
-.PHONY: install browser wrk run lint test fuzz bench clean
+.PHONY: install clients browser wrk run lint test fuzz bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,6 +16,19 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The client libraries tests/clients drives, each as its users run it: the Python ones in their own
+# virtualenv (their pins never move the gateway's), the Node ones from the committed lock file.
+$(CLIENTS_STAMP): tests/clients/requirements.txt
+	$(PYTHON) -m venv $(CLIENTS_VENV)
+	$(CLIENTS_VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/clients/requirements.txt
+	touch $(CLIENTS_STAMP)
+
+$(NODE_STAMP): $(NODE_CLIENTS)/package-lock.json
+	cd $(NODE_CLIENTS) && npm ci --no-audit --no-fund --silent
+	touch $(NODE_STAMP)
+
+clients: $(CLIENTS_STAMP) $(NODE_STAMP)  ## the client libraries tests/clients runs against the gateway
 
 run: install  ## the gateway + upstream simulator on the embedded default; prints a demo key
 	$(VENV)/bin/gateway demo
@@ -23,7 +40,7 @@ lint: install  ## ruff over the code and the tests, mypy over the packages (sett
 	$(VENV)/bin/ruff check
 	$(VENV)/bin/mypy
 
-test: install browser wrk lint  ## the linters, then every test, against real sockets, SQLite files, services and a real browser
+test: install clients browser wrk lint  ## the linters, then every test, against real sockets, SQLite files, services and a real browser
 	$(PY) -m pytest
 
 fuzz: install  ## a longer soak of the fuzz suite (make test runs a short one); FUZZ_EXAMPLES cases per route and mode
@@ -39,4 +56,4 @@ bench: install wrk  ## benchmarks (not part of the test run)
 	$(PY) -m bench.ledger_append
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CLIENTS_VENV) $(NODE_CLIENTS)/node_modules data .pytest_cache .mypy_cache .ruff_cache

@@ -29,7 +29,7 @@ class EmbeddingRequest(msgspec.Struct):
 
     model: str
     input: Input
-    encoding_format: Literal["float", "base64"] = "float"
+    encoding_format: Literal["float", "base64"] | None = None  # None (litellm sends it): float
     dimensions: Annotated[int, msgspec.Meta(gt=0)] | None = None  # at most the model's (check_dimensions)
 
 
@@ -58,7 +58,7 @@ def check_dimensions(model: Resolved, dimensions: int | None) -> None:
                           "dimensions")
 
 
-def embeddings_body(request_id: str, model: str, vectors: list[list[float]], encoding_format: str,
+def embeddings_body(request_id: str, model: str, vectors: list[list[float]], encoding_format: str | None,
                     usage: Usage, cost: Cost) -> dict:
     """The list object of spec 2.4, each vector in the form the client asked for."""
     encode = float32.encode if encoding_format == "base64" else (lambda vector: vector)

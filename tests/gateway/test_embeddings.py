@@ -152,3 +152,11 @@ def test_a_malformed_upstream_answer_is_an_upstream_failure(body):
     with pytest.raises(UpstreamError) as raised:
         embedding_reply(body)
     assert raised.value.client_status() == 502
+
+
+async def test_a_null_encoding_format_means_floats(gateway, org, simulator):
+    response = await post(gateway, org, input="alpha", encoding_format=None)  # as litellm sends it
+    assert response.status == 200, await response.text()
+    assert isinstance((await response.json())["data"][0]["embedding"], list)
+    (sent,) = await upstream_requests(gateway, simulator)
+    assert sent["body"]["encoding_format"] == "float"
