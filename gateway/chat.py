@@ -1,5 +1,7 @@
 """Chat completions: validate, pick the provider, call it once, bill the usage, relay."""
 
+from typing import TYPE_CHECKING
+
 from aiohttp import web
 
 from gateway import sse
@@ -14,6 +16,9 @@ from gateway.providers.capabilities import ChatProvider
 from gateway.relay import BilledRelay
 from gateway.resolution import CHAT, Served, resolve
 from gateway.services import Caller, Services
+
+if TYPE_CHECKING:  # completions streams through this relay; it imports this module
+    from gateway.completions import CompletionRequest
 
 ROUTE = "/v1/chat/completions"
 
@@ -74,15 +79,22 @@ async def open_stream(services: Services, caller: Caller, body: dict, request: C
 
 class StreamRelay(BilledRelay[ChatStream]):
     """Relays upstream chunks to the client one by one, then bills (BilledRelay's rule) and
-    sends the usage."""
+    sends the usage, when the client asked for it, in a last chunk carrying the cost. Text
+    completions stream the same way (gateway.completions), their chunks named and read apart."""
 
     route = ROUTE
-    request: ChatRequest
+    request: "ChatRequest | CompletionRequest"
+    chunk_object = "chat.completion.chunk"  # a usage chunk's `object` when the provider sent none
 
-    def __init__(self, services: Services, caller: Caller, request: ChatRequest, model: Resolved,
-                 upstream: ChatStream, prompt: list[dict], byok: bool) -> None:
+    def __init__(self, services: Services, caller: Caller, request: "ChatRequest | CompletionRequest",
+                 model: Resolved, upstream: ChatStream, prompt: list[dict], byok: bool) -> None:
         super().__init__(services, caller, request, model, upstream, prompt, byok)
-        self.usage_chunk: dict | None = None
+        self.usage_chunk: dict | None = None  # the provider's, whose id and model the client's keeps
+
+    @staticmethod
+    def _texts(chunk: dict) -> list[str]:
+        """The text a chunk delivered, for the content store."""
+        return [(c.get("delta") or {}).get("content") or "" for c in chunk.get("choices") or ()]
 
     async def _relay(self, response: web.StreamResponse) -> None:
         async for chunk in self.upstream:
@@ -91,12 +103,12 @@ class StreamRelay(BilledRelay[ChatStream]):
                 continue
             await response.write(sse.frame(chunk.data))
             self.delivered += chunk.tokens
-            self.text.extend((c.get("delta") or {}).get("content") or "" for c in chunk.parsed.get("choices") or ())
+            self.text.extend(self._texts(chunk.parsed))
 
     async def _finish(self, response: web.StreamResponse, usage: Usage, cost: Cost) -> None:
         options = self.request.stream_options
         if options and options.include_usage:
-            chunk = {**(self.usage_chunk or {"object": "chat.completion.chunk", "choices": []}),
+            chunk = {**(self.usage_chunk or {"object": self.chunk_object, "choices": []}),
                      "usage": usage_body(usage, cost)}
             await response.write(sse.frame(encode(chunk)))
         await response.write(sse.DONE)

@@ -6,17 +6,14 @@ charged, a stream billed by BilledRelay's rule (499 for a client that leaves).""
 from typing import Annotated
 
 import msgspec
-from aiohttp import web
 
-from gateway import sse
 from gateway.billing.charging import admit, bill, failed
-from gateway.billing.pricing import Cost, Usage, usage_body
+from gateway.billing.pricing import usage_body
+from gateway.chat import StreamRelay
 from gateway.chat_request import Penalty, PositiveInt, StreamOptions, Unit
-from gateway.errors import ApiError, UpstreamError
-from gateway.jsonio import encode
-from gateway.providers.base import ChatCall, ChatStream
+from gateway.errors import UpstreamError
+from gateway.providers.base import ChatCall
 from gateway.providers.capabilities import CompletionProvider
-from gateway.relay import BilledRelay
 from gateway.resolution import COMPLETION, Served, resolve
 from gateway.services import Caller, Services
 
@@ -88,31 +85,12 @@ async def open_stream(services: Services, caller: Caller, body: dict, request: C
                            byok=bool(call.api_key))
 
 
-class CompletionRelay(BilledRelay[ChatStream]):
-    """Relays text chunks as they arrive, then bills (BilledRelay's rule) and, when the client
-    asked for it, sends the usage chunk carrying the cost."""
+class CompletionRelay(StreamRelay):
+    """Chat's relay, for chunks whose choices carry `text`."""
 
     route = ROUTE
-    request: CompletionRequest
-    usage_chunk: dict | None = None  # the provider's, whose id and model the client's keeps
+    chunk_object = "text_completion"
 
-    async def _relay(self, response: web.StreamResponse) -> None:
-        async for chunk in self.upstream:
-            if chunk.usage is not None:
-                self.usage, self.usage_chunk = chunk.usage, chunk.parsed
-                continue
-            await response.write(sse.frame(chunk.data))
-            self.delivered += chunk.tokens
-            self.text.extend(choice_texts(chunk.parsed))
-
-    async def _finish(self, response: web.StreamResponse, usage: Usage, cost: Cost) -> None:
-        options = self.request.stream_options
-        if options and options.include_usage:
-            chunk = {**(self.usage_chunk or {"object": "text_completion", "choices": []}),
-                     "usage": usage_body(usage, cost)}
-            await response.write(sse.frame(encode(chunk)))
-        await response.write(sse.DONE)
-        await response.write_eof()
-
-    def _error_frames(self, error: ApiError) -> bytes:
-        return sse.frame(encode(error.body())) + sse.DONE
+    @staticmethod
+    def _texts(chunk: dict) -> list[str]:
+        return choice_texts(chunk)

@@ -119,8 +119,11 @@ def simulated_error(status: int) -> web.Response:
 
 
 async def _respond_json(request: web.Request, reply: Reply) -> web.StreamResponse:
-    """Answer with one JSON body after the generation time, unless told to drop or hang."""
-    plan = reply.plan
+    return await respond_json(request, reply.plan, reply.body(completion_text(reply.plan.tokens)))
+
+
+async def respond_json(request: web.Request, plan: Plan, body: dict[str, Any]) -> web.StreamResponse:
+    """Answer with `body` after the generation time, unless told to drop or hang."""
     if plan.drop_after is not None:
         drop_connection(request)
         return abandoned(request, "dropped")
@@ -131,7 +134,7 @@ async def _respond_json(request: web.Request, reply: Reply) -> web.StreamRespons
     # A real provider takes as long to generate a JSON answer as to stream it.
     if not await pace(request, generation_time(plan)):
         return abandoned(request, "disconnected")
-    return json_response(reply.body(completion_text(plan.tokens)))
+    return json_response(body)
 
 
 async def _stream(request: web.Request, reply: Reply, include_usage: bool) -> web.StreamResponse:

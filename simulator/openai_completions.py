@@ -26,9 +26,9 @@ from simulator.behaviour import abandoned, delay_headers, pace, stream_cut
 from simulator.connection import drop_connection, wait_until_gone
 from simulator.directives import DirectiveError, Directives, parse_directives
 from simulator.hostile import MALFORMED, spoiled_usage
-from simulator.openai_chat import simulated_error
-from simulator.openai_wire import DONE_EVENT, SSE_HEADERS, StreamOptions, error_response, json_response, usage_body
-from simulator.plan import Plan, generation_time, make_plan
+from simulator.openai_chat import respond_json, simulated_error
+from simulator.openai_wire import DONE_EVENT, SSE_HEADERS, StreamOptions, error_response, usage_body
+from simulator.plan import Plan, make_plan
 from simulator.recording import RECORD_KEY, Outcome
 from simulator.settings import SETTINGS_KEY
 from simulator.textgen import completion_text, iter_tokens
@@ -104,20 +104,7 @@ async def create_completion(request: web.Request) -> web.StreamResponse:
     reply = Reply(parsed, plan, found)
     if parsed.stream:
         return await _stream(request, reply)
-    return await _respond_json(request, reply)
-
-
-async def _respond_json(request: web.Request, reply: Reply) -> web.StreamResponse:
-    plan = reply.plan
-    if plan.drop_after is not None:
-        drop_connection(request)
-        return abandoned(request, "dropped")
-    if plan.hang_after is not None:
-        await wait_until_gone(request)
-        return abandoned(request, "disconnected")
-    if not await pace(request, generation_time(plan)):
-        return abandoned(request, "disconnected")
-    return json_response(reply.body())
+    return await respond_json(request, plan, reply.body())
 
 
 async def _stream(request: web.Request, reply: Reply) -> web.StreamResponse:

@@ -27,9 +27,9 @@ from simulator.anthropic_messages import tool_input
 from simulator.behaviour import abandoned, delay_headers, pace, stream_cut
 from simulator.connection import drop_connection, wait_until_gone
 from simulator.directives import DirectiveError, Directives, parse_as
-from simulator.openai_chat import simulated_error
-from simulator.openai_wire import SSE_HEADERS, error_response, json_response
-from simulator.plan import Plan, generation_time, make_plan
+from simulator.openai_chat import respond_json, simulated_error
+from simulator.openai_wire import SSE_HEADERS, error_response
+from simulator.plan import Plan, make_plan
 from simulator.recording import RECORD_KEY, Outcome
 from simulator.settings import SETTINGS_KEY
 from simulator.textgen import completion_text, count_prompt_tokens, iter_tokens
@@ -149,20 +149,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
     if plan.status is not None:
         return simulated_error(plan.status)
     answer = Answer(parsed, plan, count_prompt_tokens(texts), directives)
-    return await (_stream(request, answer) if parsed.stream else _respond_json(request, answer))
-
-
-async def _respond_json(request: web.Request, answer: Answer) -> web.StreamResponse:
-    plan = answer.plan
-    if plan.drop_after is not None:
-        drop_connection(request)
-        return abandoned(request, "dropped")
-    if plan.hang_after is not None:
-        await wait_until_gone(request)
-        return abandoned(request, "disconnected")
-    if not await pace(request, generation_time(plan)):
-        return abandoned(request, "disconnected")
-    return json_response(answer.body())
+    return await (_stream(request, answer) if parsed.stream else respond_json(request, plan, answer.body()))
 
 
 async def _stream(request: web.Request, answer: Answer) -> web.StreamResponse:

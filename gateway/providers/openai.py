@@ -75,19 +75,25 @@ class OpenAIChatStream:
         # A stream that ends without [DONE] was broken off, however cleanly the connection closed.
         raise UpstreamError(502, "openai ended the stream before [DONE]")
 
+    shape: type[shapes.OpenAIChunk] | type[shapes.OpenAITextChunk] = shapes.OpenAIChunk
+    what = "stream chunk"
+
     @staticmethod
-    def _chunk(data: bytes) -> Chunk:
+    def _tokens(parsed: dict) -> int:
+        return delta_tokens(parsed)
+
+    def _chunk(self, data: bytes) -> Chunk:
         try:
             parsed = loads(data)
         except ValueError:
             raise UpstreamError(502, "openai sent a chunk that is not JSON") from None
-        chunk = shapes.conforming("openai", parsed, shapes.OpenAIChunk, "stream chunk")
+        chunk = shapes.conforming("openai", parsed, self.shape, self.what)
         if chunk.error is not None:
             message = str(chunk.error.get("message") or "no message")  # redacted by the caller
             raise UpstreamError(502, f"openai stream failed: {message}")
         if chunk.usage and not chunk.choices:
             return Chunk(data, parsed, usage=usage_of(chunk.usage))
-        return Chunk(data, parsed, tokens=delta_tokens(parsed))
+        return Chunk(data, parsed, tokens=self._tokens(parsed))
 
     async def aclose(self) -> None:
         self._response.close()  # closing the connection is how an HTTP client cancels
@@ -97,18 +103,12 @@ class OpenAITextStream(OpenAIChatStream):
     """A legacy text completion's stream: chat's reading (SSE, [DONE], errors), chunks whose
     choices carry `text` where chat's carry a delta."""
 
+    shape = shapes.OpenAITextChunk
+    what = "completion chunk"
+
     @staticmethod
-    def _chunk(data: bytes) -> Chunk:
-        try:
-            parsed = loads(data)
-        except ValueError:
-            raise UpstreamError(502, "openai sent a chunk that is not JSON") from None
-        chunk = shapes.conforming("openai", parsed, shapes.OpenAITextChunk, "completion chunk")
-        if chunk.error is not None:
-            raise UpstreamError(502, f"openai stream failed: {chunk.error.get('message') or 'no message'}")
-        if chunk.usage and not chunk.choices:
-            return Chunk(data, parsed, usage=usage_of(chunk.usage))
-        return Chunk(data, parsed, tokens=sum(1 for choice in chunk.choices or () if choice.text))
+    def _tokens(parsed: dict) -> int:
+        return sum(1 for choice in parsed.get("choices") or () if choice.get("text"))
 
 
 class OpenAIAudioStream:
