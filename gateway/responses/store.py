@@ -37,8 +37,8 @@ def conversation(stored: dict) -> list[dict]:
 
 async def stored(services: Services, caller: Caller, response_id: str, status: int = 404,
                  param: str | None = None) -> dict:
-    """The caller's stored response `{"request": items, "response": object}`; ApiError `status`
-    (410 for text removed by retention) naming why it cannot be had."""
+    """The caller's stored response `{"request": items, "response": object, "store": bool}`; ApiError
+    `status` naming why it cannot be had (410 instead of a 404 for text retention removed)."""
     def refused(why: str, code: int = status) -> ApiError:
         return ApiError(code, f"response {response_id!r} {why}", type="not_found" if code == 404 else
                         "invalid_request_error", param=param)
@@ -52,7 +52,8 @@ async def stored(services: Services, caller: Caller, response_id: str, status: i
         raise refused(f"failed (status {row.status}); a failed response is not stored")
     text, state = await kept_text(services, row.content_id)
     if state == "removed":
-        raise refused("is no longer stored: the organization's retention removed its text", 410)
+        raise refused("is no longer stored: the organization's retention removed its text",
+                      410 if status == 404 else status)  # gone, when it is the thing asked for
     if text is None:
         raise refused("was not stored: the organization's retention is none, so no text is kept")
     if not text.get("store", True):

@@ -3,6 +3,7 @@ HTTP: OpenAI models natively (the provider's own /v1/responses), Claude and Gemi
 
 import asyncio
 import json
+import time
 from decimal import Decimal
 
 import pytest
@@ -220,3 +221,14 @@ async def test_a_native_stream_cut_by_the_provider_ends_with_an_error_event(gate
     assert frames[-1].startswith("event: error\n")
     [event] = await charged(gateway)
     assert (event.status, event.charged_inr_nano) == (502, 0)
+
+
+async def test_a_response_whose_text_retention_removed_is_410_saying_so(gateway, client, org):
+    made = await client.responses.create(model="gpt-4o-mini", input="hi")
+    now_us = time.time_ns() // 1000
+    assert await gateway.ledger.recorder.remove_text(now_us + 1, now_us) == 1
+    response = await gateway.client.get(f"/v1/responses/{made.id}", headers=auth(org["api_key"]))
+    assert response.status == 410 and "retention removed" in (await response.json())["error"]["message"]
+    body = {"model": "gpt-4o-mini", "input": "more", "previous_response_id": made.id}
+    refused = await gateway.client.post("/v1/responses", json=body, headers=auth(org["api_key"]))
+    assert refused.status == 400 and "retention removed" in (await refused.json())["error"]["message"]
