@@ -21,10 +21,12 @@ from gateway.music.links import Signer
 from gateway.provider_keys import ProviderKeys
 from gateway.providers.http import Upstream
 from gateway.redaction import Redactor
+from gateway.routing.circuits import Circuits
+from gateway.routing.router import Router
 from gateway.sealing import Sealer
 from gateway.services import Services
 from gateway.state import (
-    BODY_BUDGET, CONFIG, LEDGER, METRICS, REDIS, SERVICES, SESSIONS, STORE, UPSTREAM, Ledger,
+    BODY_BUDGET, CONFIG, LEDGER, METRICS, REDIS, ROUTER, SERVICES, SESSIONS, STORE, UPSTREAM, Ledger,
 )
 from ledger.backends import recorder_for
 from ledger.follower import LogFollower
@@ -42,7 +44,7 @@ def create_app(config: Config) -> web.Application:
     app.on_response_prepare.append(add_request_id)
     app[SESSIONS] = set()
     app.on_shutdown.append(realtime.end_sessions)
-    app.cleanup_ctx.extend([ledger_ctx, upstream_ctx, redis_ctx, storage_ctx, services_ctx])
+    app.cleanup_ctx.extend([ledger_ctx, redis_ctx, upstream_ctx, storage_ctx, services_ctx])
     setup_routes(app)
     return app
 
@@ -71,10 +73,18 @@ async def ledger_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def upstream_ctx(app: web.Application) -> AsyncIterator[None]:
-    """One pooled client session for every upstream call of this process."""
+    """One pooled client session for every upstream call of this process, and the router that
+    learns each provider's latency from it (its circuits shared through Redis when configured)."""
+    config, metrics = app[CONFIG], app[METRICS]
+    router = app[ROUTER] = Router(config.routing, Circuits(config.routing, app[REDIS], config.redis))
+
+    def observe(provider: str, status: int, seconds: float) -> None:
+        metrics.observe_upstream(provider, status, seconds)
+        router.observe(provider, status, seconds)
+
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300)
     async with aiohttp.ClientSession(connector=connector) as session:
-        app[UPSTREAM] = Upstream(session, app[METRICS].observe_upstream)
+        app[UPSTREAM] = Upstream(session, observe)
         yield
 
 
@@ -95,13 +105,15 @@ async def storage_ctx(app: web.Application) -> AsyncIterator[None]:
 async def services_ctx(app: web.Application) -> AsyncIterator[None]:
     """What handlers use, assembled from the resources above."""
     config, ledger = app[CONFIG], app[LEDGER]
+    catalogue = Catalogue.load(config.catalogue.path or None)
+    catalogue.check_providers(config.providers)  # a model of an unknown provider stops start-up
     app[SERVICES] = Services(
-        config=config, catalogue=Catalogue.load(config.catalogue.path or None), recorder=ledger.recorder,
+        config=config, catalogue=catalogue, recorder=ledger.recorder,
         writer=ledger.writer, directory=ledger.directory,
         providers=providers.build(config.providers, app[UPSTREAM]), redis=app[REDIS], store=app[STORE],
         signer=Signer(config.storage.signing_secret, config.storage.signed_url_ttl_s),
         idempotency=IdempotencyKeys(ledger.recorder, config.music.upstream_timeout_s),
         provider_keys=ProviderKeys(ledger.recorder, Sealer(config.secrets.master_key), ledger.directory),
         limiter=RateLimiter(app[REDIS], config.redis), metrics=app[METRICS],
-        redactor=Redactor.for_providers(config.providers))
+        redactor=Redactor.for_providers(config.providers), router=app[ROUTER])
     yield

@@ -16,12 +16,14 @@ from typing import Annotated, Literal
 import msgspec
 from aiohttp import web
 
-from gateway.billing.charging import Outcome, admit, bill, failed, outcome, price, record_failure
+from gateway.billing.charging import Outcome, bill, outcome, price, record_failure
 from gateway.billing.pricing import Usage
 from gateway.catalogue import Resolved
 from gateway.errors import UpstreamError
 from gateway.providers.base import AudioStream, SpeechCall
-from gateway.resolution import SPEECH, resolve
+from gateway.providers.capabilities import SpeechProvider
+from gateway.resolution import SPEECH, Served
+from gateway.routing import failover
 from gateway.services import Caller, Services
 
 ROUTE = "/v1/audio/speech"
@@ -42,21 +44,28 @@ class SpeechRequest(msgspec.Struct):
 
 
 async def open_speech(services: Services, caller: Caller, body: dict, request: SpeechRequest) -> "SpeechRelay":
-    """Start the synthesis and wait for its first bytes; failures until then are gateway errors."""
-    served = resolve(services, request.model, SPEECH)
-    model = served.model
-    api_key = await admit(services, caller, model.provider_id)
-    call = SpeechCall(caller.request_id, model.upstream_model, body, api_key)
-    upstream = None
+    """Start the synthesis with the first provider whose first bytes arrive; failures until then
+    are gateway errors."""
+    route = await failover.plan(services, body, request.model, SPEECH)
+    answered = await failover.answer(
+        services, caller, route, lambda served, key: _first_audio(served, SpeechCall(
+            caller.request_id, served.model.upstream_model, body, key)),
+        path=ROUTE, model=request.model, stream=True)
+    upstream, chunks, first = answered.answer
+    return SpeechRelay(services, caller, request, answered.served.model, upstream, chunks, first,
+                       byok=answered.byok)
+
+
+async def _first_audio(served: Served[SpeechProvider], call: SpeechCall
+                       ) -> tuple[AudioStream, AsyncIterator[bytes], bytes]:
+    """The provider's stream and its first bytes; UpstreamError (the stream closed) when they fail."""
+    upstream = await served.provider.open_speech(call)
+    chunks = aiter(upstream)
     try:
-        upstream = await served.provider.open_speech(call)
-        chunks = aiter(upstream)
-        first = await anext(chunks, b"")
-    except UpstreamError as exc:
-        if upstream is not None:
-            await upstream.aclose()
-        raise await failed(services, caller, ROUTE, model, request.model, exc, stream=True) from None
-    return SpeechRelay(services, caller, request, model, upstream, chunks, first, byok=bool(api_key))
+        return upstream, chunks, await anext(chunks, b"")
+    except BaseException:
+        await upstream.aclose()
+        raise
 
 
 class SpeechRelay:

@@ -8,7 +8,7 @@ the record with OpenAI's ``object`` and ``owned_by`` beside the spec's fields), 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -222,35 +222,39 @@ def _check_whole_limit(record: ModelRecord, name: str) -> None:
         raise _error(record.id, f"per_request_limits.{name}", f"{limit!r} is not a positive whole number")
 
 
-def _resolutions(record: ModelRecord) -> list[tuple[str, Resolved]]:
-    """All lookup keys for a record: bare id/aliases first, then provider-prefixed."""
+def _resolved(record: ModelRecord, entry: ProviderEntry) -> Resolved:
+    """The record served by `entry`, with that provider's prices parsed."""
+    prices = Prices(
+        prompt=Decimal(entry.pricing.prompt),
+        completion=Decimal(entry.pricing.completion),
+        input_cache_read=Decimal(record.pricing.input_cache_read),
+        input_cache_write=Decimal(record.pricing.input_cache_write),
+        per_generation=Decimal(entry.pricing.audio_music_per_generation),
+        audio_per_minute=Decimal(record.pricing.audio_per_minute),
+    )
+    return Resolved(record=record, provider=entry, prices=prices)
+
+
+def _resolutions(record: ModelRecord) -> list[tuple[str, tuple[Resolved, ...]]]:
+    """All lookup keys for a record: a bare id or alias names every provider entry (in the file's
+    order, its priority); "provider/name" names that provider's alone (pinned)."""
     names = (record.id, *record.aliases)
-    pairs: list[tuple[str, Resolved]] = []
-    for position, entry in enumerate(record.providers):
-        prices = Prices(
-            prompt=Decimal(entry.pricing.prompt),
-            completion=Decimal(entry.pricing.completion),
-            input_cache_read=Decimal(record.pricing.input_cache_read),
-            input_cache_write=Decimal(record.pricing.input_cache_write),
-            per_generation=Decimal(entry.pricing.audio_music_per_generation),
-            audio_per_minute=Decimal(record.pricing.audio_per_minute),
-        )
-        resolved = Resolved(record=record, provider=entry, prices=prices)
-        if position == 0:  # a bare name means the record's first (preferred) provider
-            pairs.extend((name, resolved) for name in names)
-        pairs.extend((f"{entry.provider_id}/{name}", resolved) for name in names)
+    served = tuple(_resolved(record, entry) for entry in record.providers)
+    pairs = [(name, served) for name in names]
+    for resolved in served:
+        pairs.extend((f"{resolved.provider_id}/{name}", (resolved,)) for name in names)
     return pairs
 
 
-def _build_index(records: tuple[ModelRecord, ...]) -> Mapping[str, Resolved]:
+def _build_index(records: tuple[ModelRecord, ...]) -> Mapping[str, tuple[Resolved, ...]]:
     """Key every resolvable name; a name claimed twice is a catalogue error."""
-    index: dict[str, Resolved] = {}
+    index: dict[str, tuple[Resolved, ...]] = {}
     for record in records:
-        for key, resolved in _resolutions(record):
+        for key, served in _resolutions(record):
             holder = index.get(key)
-            if holder is not None and holder.record is not record:
-                raise _error(record.id, "aliases", f"name {key!r} already belongs to {holder.model_id!r}")
-            index.setdefault(key, resolved)
+            if holder is not None and holder[0].record is not record:
+                raise _error(record.id, "aliases", f"name {key!r} already belongs to {holder[0].model_id!r}")
+            index.setdefault(key, served)
     return MappingProxyType(index)
 
 
@@ -296,15 +300,26 @@ class Catalogue:
         return cls(tuple(_decode_record(raw, i) for i, raw in enumerate(raws)))
 
     def resolve(self, model: str) -> Resolved:
-        """Map an id, alias, "provider/id" or "provider/alias" to a Resolved.
+        """Map an id, alias, "provider/id" or "provider/alias" to a Resolved: a bare name's
+        first (preferred) provider entry. Raises UnknownModel, including for a provider prefix
+        whose provider does not serve the model."""
+        return self.candidates(model)[0]
 
-        A bare name picks the record's first provider entry. Raises UnknownModel,
-        including for a provider prefix whose provider does not serve the model.
-        """
+    def candidates(self, model: str) -> tuple[Resolved, ...]:
+        """Every provider entry `model` may be served by, in the file's order: all of the
+        record's for a bare name, the one named for "provider/name". Raises UnknownModel."""
         try:
             return self._index[model]
         except KeyError:
             raise UnknownModel(f"unknown model {model!r}") from None
+
+    def check_providers(self, configured: Collection[str]) -> None:
+        """CatalogueError naming the first model whose provider is not configured."""
+        for record in self._records:
+            for entry in record.providers:
+                if entry.provider_id not in configured:
+                    raise _error(record.id, "providers", f"provider {entry.provider_id!r} is not configured"
+                                 f" (configured: {', '.join(sorted(configured))}); add [providers.{entry.provider_id}]")
 
     def listing(self, *, include_deactivated: bool = False, exclude_deprecated: bool = False,
                 now: datetime | None = None) -> list[ModelRecord]:
@@ -335,4 +350,4 @@ class Catalogue:
 
     def names(self, kind: Kind) -> list[str]:
         """Every name that resolves to a model of `kind` (ids, aliases, provider-prefixed forms)."""
-        return [name for name, resolved in self._index.items() if resolved.kind == kind]
+        return [name for name, served in self._index.items() if served[0].kind == kind]

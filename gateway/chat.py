@@ -1,20 +1,22 @@
 """Chat completions: validate, pick the provider, call it once, bill the usage, relay."""
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from gateway import sse
-from gateway.billing.charging import admit, bill, failed
+from gateway.billing.charging import bill
 from gateway.billing.pricing import Cost, Usage, usage_body
 from gateway.catalogue import Resolved
 from gateway.chat_request import ChatRequest
-from gateway.errors import ApiError, UpstreamError, bad_request
+from gateway.errors import ApiError, bad_request
 from gateway.jsonio import encode
 from gateway.providers.base import ChatCall, ChatStream
 from gateway.providers.capabilities import ChatProvider
 from gateway.relay import BilledRelay
-from gateway.resolution import CHAT, Served, resolve
+from gateway.resolution import CHAT, Served
+from gateway.routing import failover
 from gateway.services import Caller, Services
 
 if TYPE_CHECKING:  # completions streams through this relay; it imports this module
@@ -23,12 +25,17 @@ if TYPE_CHECKING:  # completions streams through this relay; it imports this mod
 ROUTE = "/v1/chat/completions"
 
 
-def require_max_tokens(served: Served[ChatProvider], request: ChatRequest) -> None:
-    """400 before any upstream call when the model's provider demands a token limit (spec 7)."""
-    if served.provider.requires_max_tokens and \
-            request.max_tokens is None and request.max_completion_tokens is None:
+def with_token_limit(request: ChatRequest) -> Callable[[list[Served[ChatProvider]]], list[Served[ChatProvider]]]:
+    """The providers that can take `request`: without max_tokens, those that do not demand it;
+    400 before any upstream call when every one does (spec 7: Anthropic)."""
+    def usable(candidates: list[Served[ChatProvider]]) -> list[Served[ChatProvider]]:
+        if request.max_tokens is not None or request.max_completion_tokens is not None:
+            return candidates
+        if kept := [served for served in candidates if not served.provider.requires_max_tokens]:
+            return kept
         raise bad_request(f"max_tokens is required for model {request.model!r}: its provider"
-                          f" ({served.model.provider_id}) refuses requests without it", "max_tokens")
+                          f" ({candidates[0].model.provider_id}) refuses requests without it", "max_tokens")
+    return usable
 
 
 def prompt_text(request: ChatRequest) -> list[dict]:
@@ -36,45 +43,35 @@ def prompt_text(request: ChatRequest) -> list[dict]:
     return [{"role": m.role, "content": m.content} for m in request.messages]
 
 
-async def upstream_call(services: Services, caller: Caller, body: dict, request: ChatRequest
-                        ) -> tuple[Served[ChatProvider], ChatCall]:
-    """The model and adapter the request names, and the call to make (400, 501, or 402 unless
-    the request is paid for, before any upstream call)."""
-    served = resolve(services, request.model, CHAT)
-    require_max_tokens(served, request)
-    return served, await chat_call(services, caller, body, served.model)
-
-
-async def chat_call(services: Services, caller: Caller, body: dict, model: Resolved) -> ChatCall:
-    """The call upstream, with the organization's own key if it has one (else 402 without credit)."""
-    api_key = await admit(services, caller, model.provider_id)
-    return ChatCall(caller.request_id, model.upstream_model, body, api_key)
+def chat_call(caller: Caller, body: dict, served: Served, api_key: str) -> ChatCall:
+    """The call upstream to the provider of `served`, with the organization's own key if it has one."""
+    return ChatCall(caller.request_id, served.model.upstream_model, body, api_key)
 
 
 async def complete(services: Services, caller: Caller, body: dict, request: ChatRequest) -> dict:
-    """A non-streamed completion, billed before it is returned."""
-    served, call = await upstream_call(services, caller, body, request)
-    model = served.model
-    try:
-        reply = await served.provider.chat(call)
-    except UpstreamError as exc:
-        raise await failed(services, caller, ROUTE, model, request.model, exc) from None
+    """A non-streamed completion from the first provider that answers, billed before it is returned."""
+    route = await failover.plan(services, body, request.model, CHAT, with_token_limit(request))
+    answered = await failover.answer(
+        services, caller, route, lambda served, key: served.provider.chat(chat_call(caller, body, served, key)),
+        path=ROUTE, model=request.model)
+    reply = answered.answer
     answer = [c.get("message", {}).get("content") for c in reply.body.get("choices") or ()]
-    cost = await bill(services, caller, ROUTE, model, reply.usage,
-                      {"request": prompt_text(request), "response": answer}, byok=bool(call.api_key))
+    cost = await bill(services, caller, ROUTE, answered.served.model, reply.usage,
+                      {"request": prompt_text(request), "response": answer}, byok=answered.byok)
     reply.body["usage"] = {**(reply.body.get("usage") or {}), **usage_body(reply.usage, cost)}
     return reply.body
 
 
 async def open_stream(services: Services, caller: Caller, body: dict, request: ChatRequest) -> "StreamRelay":
-    """Start a streamed completion; errors before the first chunk are ordinary error responses."""
-    served, call = await upstream_call(services, caller, body, request)
-    try:
-        upstream = await served.provider.open_chat_stream(call)
-    except UpstreamError as exc:
-        raise await failed(services, caller, ROUTE, served.model, request.model, exc, stream=True) from None
-    return StreamRelay(services, caller, request, served.model, upstream, prompt_text(request),
-                       byok=bool(call.api_key))
+    """Start a streamed completion with the first provider that accepts it; errors before then
+    are ordinary error responses."""
+    route = await failover.plan(services, body, request.model, CHAT, with_token_limit(request))
+    answered = await failover.answer(
+        services, caller, route,
+        lambda served, key: served.provider.open_chat_stream(chat_call(caller, body, served, key)),
+        path=ROUTE, model=request.model, stream=True)
+    return StreamRelay(services, caller, request, answered.served.model, answered.answer, prompt_text(request),
+                       byok=answered.byok)
 
 
 class StreamRelay(BilledRelay[ChatStream]):

@@ -7,14 +7,12 @@ from typing import Annotated
 
 import msgspec
 
-from gateway.billing.charging import admit, bill, failed
+from gateway.billing.charging import bill
 from gateway.billing.pricing import usage_body
-from gateway.chat import StreamRelay
+from gateway.chat import StreamRelay, chat_call
 from gateway.chat_request import Penalty, PositiveInt, StreamOptions, Unit
-from gateway.errors import UpstreamError
-from gateway.providers.base import ChatCall
-from gateway.providers.capabilities import CompletionProvider
-from gateway.resolution import COMPLETION, Served, resolve
+from gateway.resolution import COMPLETION
+from gateway.routing import failover
 from gateway.services import Caller, Services
 
 ROUTE = "/v1/completions"
@@ -52,37 +50,30 @@ def choice_texts(body: dict) -> list[str]:
     return [choice.get("text") or "" for choice in body.get("choices") or ()]
 
 
-async def upstream_call(services: Services, caller: Caller, body: dict, request: CompletionRequest
-                        ) -> tuple[Served[CompletionProvider], ChatCall]:
-    """The model and adapter, and the call (400, 501, or 402 before any upstream call)."""
-    served = resolve(services, request.model, COMPLETION)
-    api_key = await admit(services, caller, served.model.provider_id)
-    return served, ChatCall(caller.request_id, served.model.upstream_model, body, api_key)
-
-
 async def complete(services: Services, caller: Caller, body: dict, request: CompletionRequest) -> dict:
-    """A non-streamed completion, billed before it is returned."""
-    served, call = await upstream_call(services, caller, body, request)
-    try:
-        reply = await served.provider.complete(call)
-    except UpstreamError as exc:
-        raise await failed(services, caller, ROUTE, served.model, request.model, exc) from None
-    cost = await bill(services, caller, ROUTE, served.model, reply.usage,
-                      {"request": prompt_text(request), "response": choice_texts(reply.body)}, byok=bool(call.api_key))
+    """A non-streamed completion from the first provider that answers, billed before it is returned."""
+    route = await failover.plan(services, body, request.model, COMPLETION)
+    answered = await failover.answer(
+        services, caller, route, lambda served, key: served.provider.complete(chat_call(caller, body, served, key)),
+        path=ROUTE, model=request.model)
+    reply = answered.answer
+    cost = await bill(services, caller, ROUTE, answered.served.model, reply.usage,
+                      {"request": prompt_text(request), "response": choice_texts(reply.body)}, byok=answered.byok)
     reply.body["usage"] = {**(reply.body.get("usage") or {}), **usage_body(reply.usage, cost)}
     return reply.body
 
 
 async def open_stream(services: Services, caller: Caller, body: dict, request: CompletionRequest
                       ) -> "CompletionRelay":
-    """Start a streamed completion; errors before the first chunk are ordinary error responses."""
-    served, call = await upstream_call(services, caller, body, request)
-    try:
-        upstream = await served.provider.open_completion_stream(call)
-    except UpstreamError as exc:
-        raise await failed(services, caller, ROUTE, served.model, request.model, exc, stream=True) from None
-    return CompletionRelay(services, caller, request, served.model, upstream, prompt_text(request),
-                           byok=bool(call.api_key))
+    """Start a streamed completion with the first provider that accepts it; errors before then
+    are ordinary error responses."""
+    route = await failover.plan(services, body, request.model, COMPLETION)
+    answered = await failover.answer(
+        services, caller, route,
+        lambda served, key: served.provider.open_completion_stream(chat_call(caller, body, served, key)),
+        path=ROUTE, model=request.model, stream=True)
+    return CompletionRelay(services, caller, request, answered.served.model, answered.answer, prompt_text(request),
+                           byok=answered.byok)
 
 
 class CompletionRelay(StreamRelay):

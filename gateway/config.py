@@ -5,11 +5,13 @@ message naming it. Secrets may be written as `env:NAME` to be read from the envi
 """
 
 import os
+import re
 import tomllib
+import typing
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -17,6 +19,7 @@ from ledger.timeouts import CONNECT_TIMEOUT_S, STATEMENT_TIMEOUT_S
 from storage.settings import StorageSettings
 
 ENV_PREFIX = "GATEWAY_"
+PROVIDER_ID = re.compile(r"[a-z0-9][a-z0-9_.-]*")
 
 
 class ConfigError(ValueError):
@@ -109,19 +112,49 @@ class SecretsConfig(Section, frozen=True):
     master_key: str = ""
 
 
+Protocol = Literal["openai", "anthropic", "google"]
+
+
 class ProviderConfig(Section, frozen=True):
+    """One upstream, `[providers.<id>]`: the wire protocol it speaks and where it is. `headers`
+    and `query` are sent with every request (an OpenAI-compatible host's or Azure's extras)."""
+
+    protocol: Protocol
     base_url: str
     api_key: str = ""
     timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0  # longest silence from upstream
+    headers: dict[str, str] = {}
+    query: dict[str, str] = {}
 
 
-class ProvidersConfig(Section, frozen=True):
-    openai: ProviderConfig = ProviderConfig(
-        base_url="https://api.openai.com/v1", api_key="env:OPENAI_API_KEY")
-    anthropic: ProviderConfig = ProviderConfig(
-        base_url="https://api.anthropic.com", api_key="env:ANTHROPIC_API_KEY")
-    google: ProviderConfig = ProviderConfig(
-        base_url="https://generativelanguage.googleapis.com", api_key="env:GEMINI_API_KEY")
+def _shipped_providers() -> dict[str, ProviderConfig]:
+    """The providers every gateway knows unless its file says otherwise. `groq` and
+    `openrouter` are the shipped catalogue's second providers of the open-weight models."""
+    return {
+        "openai": ProviderConfig(protocol="openai", base_url="https://api.openai.com/v1",
+                                 api_key="env:OPENAI_API_KEY"),
+        "anthropic": ProviderConfig(protocol="anthropic", base_url="https://api.anthropic.com",
+                                    api_key="env:ANTHROPIC_API_KEY"),
+        "google": ProviderConfig(protocol="google", base_url="https://generativelanguage.googleapis.com",
+                                 api_key="env:GEMINI_API_KEY"),
+        "groq": ProviderConfig(protocol="openai", base_url="https://api.groq.com/openai/v1",
+                               api_key="env:GROQ_API_KEY"),
+        "openrouter": ProviderConfig(protocol="openai", base_url="https://openrouter.ai/api/v1",
+                                     api_key="env:OPENROUTER_API_KEY"),
+    }
+
+
+Strategy = Literal["priority", "price", "latency"]
+
+
+class RoutingConfig(Section, frozen=True):
+    """How a model served by several providers picks one, and when it moves to the next."""
+
+    strategy: Strategy = "priority"
+    max_attempts: Annotated[int, msgspec.Meta(ge=1)] = 3  # providers tried for one request, at most
+    deadline_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0  # from the request's start, over every attempt
+    failure_threshold: Annotated[int, msgspec.Meta(ge=1)] = 5  # consecutive failures that open a circuit
+    cooldown_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0  # how long an open circuit skips its provider
 
 
 class CatalogueConfig(Section, frozen=True):
@@ -139,7 +172,14 @@ class Config(Section, frozen=True):
     retention: RetentionConfig = RetentionConfig()
     limits: LimitsConfig = LimitsConfig()
     secrets: SecretsConfig = SecretsConfig()
-    providers: ProvidersConfig = ProvidersConfig()
+    providers: dict[str, ProviderConfig] = msgspec.field(default_factory=_shipped_providers)
+    routing: RoutingConfig = RoutingConfig()
+
+    def __post_init__(self) -> None:
+        for name in self.providers:
+            if not PROVIDER_ID.fullmatch(name):
+                raise ValueError(f"provider id {name!r} must be lower-case letters, digits, '-', '_' or '.'"
+                                 " (it prefixes model ids as provider/model)")
     catalogue: CatalogueConfig = CatalogueConfig()
 
 
@@ -150,10 +190,24 @@ def load(path: str | Path | None = None, environ: Mapping[str, str] | None = Non
     for name, value in env.items():
         if name.startswith(ENV_PREFIX):
             _override(raw, name, value)
+    resolved = _resolve_secrets(raw, env)
+    _check_providers(resolved.get("providers"))
     try:
-        return msgspec.convert(_resolve_secrets(raw, env), Config, strict=False)
+        return msgspec.convert(resolved, Config, strict=False)
     except msgspec.ValidationError as exc:
         raise ConfigError(f"invalid configuration: {exc}") from None
+
+
+def _check_providers(tables: Any) -> None:
+    """Each `[providers.<id>]` table on its own, so an error names the provider (msgspec names a
+    table's entries `[...]`)."""
+    for name, table in (tables or {}).items() if isinstance(tables, dict) else ():
+        try:
+            msgspec.convert(table, ProviderConfig, strict=False)
+        except msgspec.ValidationError as exc:
+            where = str(exc).replace("`$", f"`$.providers.{name}")
+            raise ConfigError(f"invalid configuration: {where}" + ("" if "`$" in str(exc) else
+                                                                   f" - at `$.providers.{name}`")) from None
 
 
 def _merge(base: dict, update: dict) -> dict:
@@ -196,10 +250,24 @@ def _env_path(suffix: str, struct: type = Config) -> tuple[str, ...] | None:
     for field in msgspec.structs.fields(struct):
         if suffix == field.name:
             return (field.name,) if not _is_section(field.type) else None
-        if suffix.startswith(field.name + "_") and _is_section(field.type):
-            rest = _env_path(suffix[len(field.name) + 1:], field.type)
-            if rest:
-                return (field.name, *rest)
+        if not suffix.startswith(field.name + "_"):
+            continue
+        rest = suffix[len(field.name) + 1:]
+        path = _env_path(rest, field.type) if _is_section(field.type) else _table_path(rest, field.type)
+        if path:
+            return (field.name, *path)
+    return None
+
+
+def _table_path(suffix: str, annotation: Any) -> tuple[str, str] | None:
+    """In a table of sections by name (`[providers.<id>]`), 'groq_base_url' -> ('groq', 'base_url'):
+    the longest key the section has ends the name, whatever precedes it is the table's name."""
+    if typing.get_origin(annotation) is not dict or not _is_section(section := typing.get_args(annotation)[1]):
+        return None
+    for key in sorted((f.name for f in msgspec.structs.fields(section)), key=len, reverse=True):
+        name = suffix.removesuffix("_" + key)
+        if name != suffix and name:
+            return name, key
     return None
 
 

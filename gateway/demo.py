@@ -7,7 +7,7 @@ import msgspec
 
 from gateway import admin, server
 from gateway.app import ledger_recorder
-from gateway.config import Config, ProviderConfig
+from gateway.config import Config
 from gateway.jsonio import loads
 
 DEMO_CREDITS_INR = "1000"
@@ -45,11 +45,9 @@ async def run(config: Config) -> None:
 
 def with_simulator(config: Config, sim_url: str) -> Config:
     """`config` with every provider pointed at the simulator."""
-    providers = msgspec.structs.replace(
-        config.providers,
-        openai=ProviderConfig(base_url=f"{sim_url}/v1", api_key="sim-demo-key"),
-        anthropic=ProviderConfig(base_url=sim_url, api_key="sim-demo-key"),
-        google=ProviderConfig(base_url=sim_url, api_key="sim-demo-key"))
+    providers = {name: msgspec.structs.replace(provider, api_key="sim-demo-key", headers={}, query={},
+                                               base_url=f"{sim_url}/v1" if provider.protocol == "openai" else sim_url)
+                 for name, provider in config.providers.items()}
     return msgspec.structs.replace(config, providers=providers)
 
 

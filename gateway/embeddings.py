@@ -9,12 +9,13 @@ from typing import Annotated, Literal
 import msgspec
 
 from gateway import float32
-from gateway.billing.charging import admit, bill, failed
+from gateway.billing.charging import bill
 from gateway.billing.pricing import Cost, Usage, cost_fields
 from gateway.catalogue import Resolved
-from gateway.errors import UpstreamError, bad_request
+from gateway.errors import bad_request
 from gateway.providers.base import EmbeddingCall
-from gateway.resolution import EMBEDDING, resolve
+from gateway.resolution import EMBEDDING
+from gateway.routing import failover
 from gateway.services import Caller, Services
 
 ROUTE = "/v1/embeddings"
@@ -70,18 +71,16 @@ def embeddings_body(request_id: str, model: str, vectors: list[list[float]], enc
 
 
 async def create(services: Services, caller: Caller, body: dict, request: EmbeddingRequest) -> dict:
-    """One embeddings request, billed on the prompt tokens upstream reports."""
-    served = resolve(services, request.model, EMBEDDING)
-    model = served.model
+    """One embeddings request from the first provider that answers, billed on the prompt tokens it reports."""
     inputs_of(request.input)
-    check_dimensions(model, request.dimensions)
-    api_key = await admit(services, caller, model.provider_id)
-    call = EmbeddingCall(caller.request_id, model.upstream_model, body, api_key)
-    try:
-        reply = await served.provider.embed(call)
-    except UpstreamError as exc:
-        raise await failed(services, caller, ROUTE, model, request.model, exc) from None
+    route = await failover.plan(services, body, request.model, EMBEDDING)
+    check_dimensions(route.candidates[0].model, request.dimensions)
+    answered = await failover.answer(
+        services, caller, route, lambda served, key: served.provider.embed(EmbeddingCall(
+            caller.request_id, served.model.upstream_model, body, key)),
+        path=ROUTE, model=request.model)
+    model, reply = answered.served.model, answered.answer
     usage = Usage(reply.prompt_tokens)
-    cost = await bill(services, caller, ROUTE, model, usage, {"request": request.input}, byok=bool(api_key))
+    cost = await bill(services, caller, ROUTE, model, usage, {"request": request.input}, byok=answered.byok)
     return embeddings_body(caller.request_id, model.model_id, reply.vectors, request.encoding_format,
                            usage, cost)

@@ -119,9 +119,16 @@ def ledger_unavailable() -> ApiError:
 class UpstreamError(Exception):
     """The provider failed: it answered an error status, timed out, or dropped the connection."""
 
-    def __init__(self, status: int, message: str, retry_after: str | None = None) -> None:
+    def __init__(self, status: int, message: str, retry_after: str | None = None, *, reason: str = "") -> None:
         super().__init__(message)
         self.status, self.message, self.retry_after = status, message, retry_after
+        self.reason = reason or str(status)  # "connection" or "timeout" when no status came back
+
+    @property
+    def fails_over(self) -> bool:
+        """Whether another provider may be tried: the provider is down, slow or overloaded (a
+        connection error, a timeout, 429 or 5xx), not refusing this request (other 4xx)."""
+        return self.status == 429 or self.status >= 500
 
     def client_status(self, *, overload_passes: bool = True) -> int:
         """What the client sees: 429 stays 429, timeouts are 504, an overloaded provider 529

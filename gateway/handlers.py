@@ -114,7 +114,8 @@ async def openapi_document(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     """Prometheus text format; every worker's samples summed (see gateway.metrics)."""
-    body = await request.app[METRICS].render(request.app[SERVICES].recorder)
+    services = request.app[SERVICES]
+    body = await request.app[METRICS].render(services.recorder, services.router.circuits.states())
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

@@ -14,11 +14,11 @@ import msgspec
 from aiohttp import web
 
 from gateway import messages_wire as wire
-from gateway.billing.charging import bill, failed
+from gateway.billing.charging import bill
 from gateway.billing.pricing import Cost, Usage, cost_body
 from gateway.catalogue import Resolved
 from gateway.chat import chat_call
-from gateway.errors import ApiError, UpstreamError
+from gateway.errors import ApiError
 from gateway.jsonio import encode
 from gateway.messages_request import MessagesRequest
 from gateway.providers.anthropic_wire import MessageEvent
@@ -26,7 +26,8 @@ from gateway.sse import event_frame
 from gateway.providers.base import ChatCall, ChatStream
 from gateway.providers.capabilities import ChatProvider, MessageEvents
 from gateway.relay import BilledRelay
-from gateway.resolution import CHAT, Served, resolve
+from gateway.resolution import CHAT, Served
+from gateway.routing import failover
 from gateway.services import Caller, Services
 
 ROUTE = "/v1/messages"
@@ -40,16 +41,15 @@ def conversation(request: MessagesRequest) -> list[dict]:
 
 
 async def create(services: Services, caller: Caller, body: dict, request: MessagesRequest) -> dict:
-    """A non-streamed message, billed before it is returned."""
-    served = resolve(services, request.model, CHAT)
-    call = await chat_call(services, caller, body, served.model)
-    try:
-        message, usage = await _ask(services, served, call)
-    except UpstreamError as exc:
-        raise await failed(services, caller, ROUTE, served.model, request.model, exc) from None
-    cost = await bill(services, caller, ROUTE, served.model, usage,
+    """A non-streamed message from the first provider that answers, billed before it is returned."""
+    route = await failover.plan(services, body, request.model, CHAT)
+    answered = await failover.answer(
+        services, caller, route, lambda served, key: _ask(services, served, chat_call(caller, body, served, key)),
+        path=ROUTE, model=request.model)
+    message, usage = answered.answer
+    cost = await bill(services, caller, ROUTE, answered.served.model, usage,
                       {"request": conversation(request), "response": [wire.message_text(message)]},
-                      byok=bool(call.api_key))
+                      byok=answered.byok)
     return {**message, "usage": {**(message.get("usage") or {}), **cost_body(cost)}}
 
 
@@ -63,15 +63,15 @@ async def _ask(services: Services, served: Served[ChatProvider], call: ChatCall)
 
 
 async def open_stream(services: Services, caller: Caller, body: dict, request: MessagesRequest) -> "MessagesRelay":
-    """Start a streamed message; errors before the first event are ordinary error responses."""
-    served = resolve(services, request.model, CHAT)
-    call = await chat_call(services, caller, body, served.model)
-    try:
-        upstream = await _open(services, served, call, request.model)
-    except UpstreamError as exc:
-        raise await failed(services, caller, ROUTE, served.model, request.model, exc, stream=True) from None
-    return MessagesRelay(services, caller, request, served.model, upstream, conversation(request),
-                         byok=bool(call.api_key))
+    """Start a streamed message with the first provider that accepts it; errors before then are
+    ordinary error responses."""
+    route = await failover.plan(services, body, request.model, CHAT)
+    answered = await failover.answer(
+        services, caller, route,
+        lambda served, key: _open(services, served, chat_call(caller, body, served, key), request.model),
+        path=ROUTE, model=request.model, stream=True)
+    return MessagesRelay(services, caller, request, answered.served.model, answered.answer, conversation(request),
+                         byok=answered.byok)
 
 
 async def _open(services: Services, served: Served[ChatProvider], call: ChatCall, model: str) -> MessageEvents:

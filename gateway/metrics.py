@@ -8,7 +8,7 @@ server's. The retention gauges are read from the ledger at scrape time, the same
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Generic, TypeVar
 
 from aiohttp import web
@@ -24,6 +24,7 @@ MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 BATCH_SIZES = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2000)
 REQUEST_LABELS = ("route", "model", "provider", "status")
+CIRCUIT_VALUES = {"closed": 0, "half_open": 1, "open": 2}
 LabelledMetric = TypeVar("LabelledMetric", Counter, Histogram)
 
 
@@ -40,6 +41,11 @@ class Metrics:
                                  buckets=SECONDS, registry=r)
         self.upstream = Histogram("gateway_upstream_seconds", "Time to the provider's response headers",
                                   ("provider", "status"), buckets=SECONDS, registry=r)
+        self.attempts = Counter("gateway_upstream_attempts", "Calls to providers by how they ended (ok, or"
+                                " the failure: a status, connection, timeout, deadline)", ("provider", "outcome"),
+                                registry=r)
+        self.failovers = Counter("gateway_failovers", "Requests moved on from a provider that failed",
+                                 ("provider", "reason"), registry=r)
         self.tokens = Counter("gateway_tokens", "Tokens used", ("model", "provider", "kind"), registry=r)
         self.cost = Counter("gateway_cost_inr", "INR charged to credits", ("model", "provider"), registry=r)
         self.batch = Histogram("gateway_ledger_batch_size", "Appends per group commit", buckets=BATCH_SIZES,
@@ -52,6 +58,7 @@ class Metrics:
         self._requests, self._latency, self._upstream = Children(self.requests), Children(self.latency), \
             Children(self.upstream)
         self._tokens, self._cost = Children(self.tokens), Children(self.cost)
+        self._attempts, self._failovers = Children(self.attempts), Children(self.failovers)
 
     def observe_request(self, request: web.Request, status: int, seconds: float, facts: RequestFacts) -> None:
         """One answered request, labelled from its route and its facts (model and provider)."""
@@ -68,6 +75,13 @@ class Metrics:
         self._tokens((model, provider, "completion")).inc(max(completion, 0))
         self._cost((model, provider)).inc(max(inr, 0.0))
 
+    def observe_attempt(self, provider: str, outcome: str) -> None:
+        self._attempts((provider, outcome)).inc()
+
+    def observe_failover(self, provider: str, reason: str) -> None:
+        """A request left `provider` for the next (it failed with `reason`)."""
+        self._failovers((provider, reason)).inc()
+
     def observe_batch(self, size: int, seconds: float, waiting: int) -> None:
         self.batch.observe(size)
         self.commit.observe(seconds)
@@ -77,7 +91,8 @@ class Metrics:
         """A provider's time to its response headers (gateway.providers.http.Upstream)."""
         self._upstream((provider, str(status))).observe(seconds)
 
-    async def render(self, recorder: Recorder) -> bytes:
+    async def render(self, recorder: Recorder, circuits: Mapping[str, str]) -> bytes:
+        """Every metric; `circuits`: each provider's circuit state as this process sees it."""
         registry = CollectorRegistry()
         if self._registry is None:  # shared
             multiprocess.MultiProcessCollector(registry)
@@ -86,7 +101,8 @@ class Metrics:
         due, expired = await self._retention_state(recorder)
         registry.register(_Fixed([
             _gauge("gateway_media_due", "Hosted tracks past the retention period, not yet swept", due),
-            _gauge("gateway_media_expired", "Hosted tracks the sweepers have deleted", expired)]))
+            _gauge("gateway_media_expired", "Hosted tracks the sweepers have deleted", expired),
+            _circuit_states(circuits)]))
         return generate_latest(registry)
 
     async def _retention_state(self, recorder: Recorder) -> tuple[int, int]:
@@ -108,6 +124,14 @@ class Children(Generic[LabelledMetric]):
         if child is None:
             child = self._children[labels] = self._metric.labels(*labels)
         return child
+
+
+def _circuit_states(circuits: Mapping[str, str]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily("gateway_circuit_state", "A provider's circuit: 0 closed, 1 half-open"
+                               " (one probe may go), 2 open (skipped)", labels=["provider"])
+    for provider, state in sorted(circuits.items()):
+        family.add_metric([provider], CIRCUIT_VALUES[state])
+    return family
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

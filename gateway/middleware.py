@@ -25,6 +25,7 @@ PUBLIC_PREFIXES = ("/v1/models/",)  # GET /v1/models/{id}, public as the list is
 REALTIME_PATH = "/v1/realtime"
 KEY_SUBPROTOCOL = "openai-insecure-api-key."
 CLIENT_CLOSED = 499  # nginx's "client closed request": the status the relays record as well
+PROVIDER_HEADER = "X-Gateway-Provider"  # the provider that answered (or, on failure, the last one tried)
 
 
 @web.middleware
@@ -68,6 +69,8 @@ def _client_gone(request: web.Request) -> bool:
     return transport is None or transport.is_closing()
 
 
+
+
 async def add_request_id(request: web.Request, response: web.StreamResponse) -> None:
     """on_response_prepare: every response, streamed ones included, names its request id (as
     `request-id` too on Anthropic's routes, where its SDK reads it); one whose cost is known
@@ -76,7 +79,9 @@ async def add_request_id(request: web.Request, response: web.StreamResponse) -> 
         response.headers["X-Request-Id"] = request_id
         if speaks_anthropic(request.path):
             response.headers["request-id"] = request_id
-    if (facts := request.get(FACTS)) is not None and facts.cost_headers:
+    if (facts := request.get(FACTS)) is not None and facts.provider:
+        response.headers[PROVIDER_HEADER] = facts.provider
+    if facts is not None and facts.cost_headers:
         response.headers.update(facts.cost_headers)
     request[STARTED] = response
 

@@ -12,10 +12,9 @@ import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote, quote_plus
 
-import msgspec
 import orjson
 
-from gateway.config import ProvidersConfig
+from gateway.config import ProviderConfig
 
 REDACTED = "[redacted]"
 # Shorter values are no credential worth the name, and removing them would garble ordinary text.
@@ -70,8 +69,10 @@ class Redactor:
         self._forms = forms_of(keys)
 
     @classmethod
-    def for_providers(cls, providers: ProvidersConfig) -> "Redactor":
-        return cls(getattr(providers, field.name).api_key for field in msgspec.structs.fields(providers))
+    def for_providers(cls, providers: Mapping[str, ProviderConfig]) -> "Redactor":
+        """Every configured key, and every extra header's value (an Azure `api-key`, say)."""
+        return cls(secret for provider in providers.values()
+                   for secret in (provider.api_key, *provider.headers.values()))
 
     def including(self, *request_keys: str) -> "Redactor":
         """This redactor, also removing `request_keys` (such as an organization's BYOK key)."""

@@ -50,23 +50,31 @@ class Served(msgspec.Struct, Generic[P], frozen=True):
 
 
 def resolve(services: Services, model: str, capability: Capability[P]) -> Served[P]:
-    """The catalogue entry of `model` and its provider's adapter; 400 naming `model` when it is
-    unknown or of another kind, 501 when no adapter of its provider has the capability."""
-    resolved = _model_of_kind(services, model, capability)
-    provider = capability.adapters(services.providers).get(resolved.provider_id)
-    if provider is None:
-        raise ApiError(501, f"provider {resolved.provider_id!r} of model {model!r} cannot serve"
+    """The catalogue entry of `model` and its first provider's adapter (see `servers`), for the
+    routes that never fail over."""
+    return servers(services, model, capability)[0]
+
+
+def servers(services: Services, model: str, capability: Capability[P]) -> list[Served[P]]:
+    """Every provider of `model` with an adapter that has the capability, in the catalogue's
+    order; 400 naming `model` when it is unknown or of another kind, 501 when none can serve it."""
+    candidates = _models_of_kind(services, model, capability)
+    adapters = capability.adapters(services.providers)
+    served = [Served(resolved, adapters[resolved.provider_id]) for resolved in candidates
+              if resolved.provider_id in adapters]
+    if not served:
+        raise ApiError(501, f"provider {candidates[0].provider_id!r} of model {model!r} cannot serve"
                             f" {capability.kind} requests in this gateway yet", type="not_implemented")
-    return Served(resolved, provider)
+    return served
 
 
-def _model_of_kind(services: Services, model: str, capability: Capability) -> Resolved:
-    """The catalogue entry of `model`; 400 naming `model` unless it is of the capability's kind."""
+def _models_of_kind(services: Services, model: str, capability: Capability) -> tuple[Resolved, ...]:
+    """The catalogue entries of `model`; 400 naming `model` unless it is of the capability's kind."""
     try:
-        resolved = services.catalogue.resolve(model)
+        candidates = services.catalogue.candidates(model)
     except UnknownModel:
         raise bad_request(f"unknown model {model!r}; {capability.unknown_hint}", "model") from None
-    if resolved.kind != capability.kind:
-        raise bad_request(f"model {model!r} is a {resolved.kind} model, not a {capability.kind} model;"
-                          f" use {ROUTE_OF_KIND[resolved.kind]}", "model")
-    return resolved
+    if (kind := candidates[0].kind) != capability.kind:
+        raise bad_request(f"model {model!r} is a {kind} model, not a {capability.kind} model;"
+                          f" use {ROUTE_OF_KIND[kind]}", "model")
+    return candidates

@@ -16,6 +16,7 @@ from gateway.music.links import Signer
 from gateway.provider_keys import ProviderKeys
 from gateway.providers.capabilities import Providers
 from gateway.redaction import Redactor
+from gateway.routing.router import Router
 from ledger.recorder import Recorder
 from ledger.writer import GroupCommitWriter
 from storage.objects import ObjectStore
@@ -38,6 +39,7 @@ class Services(msgspec.Struct, frozen=True, kw_only=True):
     limiter: RateLimiter
     metrics: Metrics
     redactor: Redactor  # the configured provider keys
+    router: Router  # the order a model's providers are tried in, and their circuits
 
     def limits_for(self, key_id: str) -> Limits:
         """The key's own rate limits, else the configured defaults."""

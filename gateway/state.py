@@ -28,6 +28,7 @@ from storage.objects import ObjectStore
 if TYPE_CHECKING:  # these import the providers, whose modules import this one
     from gateway.providers.http import Upstream
     from gateway.realtime import RealtimeSession
+    from gateway.routing.router import Router
     from gateway.services import Caller, Services
 
 
@@ -46,6 +47,7 @@ LEDGER = web.AppKey("ledger", Ledger)
 UPSTREAM: web.AppKey[Upstream] = web.AppKey("upstream")
 REDIS: web.AppKey[Redis | None] = web.AppKey("redis")  # None: no Redis configured
 STORE: web.AppKey[ObjectStore | None] = web.AppKey("store")  # None: no object storage
+ROUTER: web.AppKey[Router] = web.AppKey("router")
 SERVICES: web.AppKey[Services] = web.AppKey("services")
 METRICS = web.AppKey("metrics", Metrics)
 BODY_BUDGET = web.AppKey("body_budget", BodyBudget)

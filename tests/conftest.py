@@ -61,14 +61,17 @@ def sim_url(simulator) -> str:
 @pytest.fixture
 def config(tmp_path, sim_url) -> Config:
     """The embedded default, with a ledger in a temp dir and every provider at the simulator."""
-    provider = lambda base: ProviderConfig(base_url=base, api_key=PROVIDER_KEY, timeout_s=5)  # noqa: E731
     config = Config()
     return msgspec.structs.replace(
-        config,
-        ledger=msgspec.structs.replace(config.ledger, url=f"sqlite:///{tmp_path}/ledger.db"),
-        providers=msgspec.structs.replace(
-            config.providers, openai=provider(f"{sim_url}/v1"), anthropic=provider(sim_url),
-            google=provider(sim_url)))
+        config, ledger=msgspec.structs.replace(config.ledger, url=f"sqlite:///{tmp_path}/ledger.db"),
+        providers=at_simulator(config.providers, sim_url))
+
+
+def at_simulator(providers: dict[str, ProviderConfig], sim_url: str) -> dict[str, ProviderConfig]:
+    """Every provider of `providers` served by the simulator at `sim_url`, by its protocol."""
+    return {name: ProviderConfig(protocol=provider.protocol, api_key=PROVIDER_KEY, timeout_s=5,
+                                 base_url=f"{sim_url}/v1" if provider.protocol == "openai" else sim_url)
+            for name, provider in providers.items()}
 
 
 class Gateway:

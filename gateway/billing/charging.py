@@ -102,7 +102,8 @@ def request_event(caller: Caller, outcome: Outcome, content: Content | None = No
         cost_usd_nano=outcome.cost.usd_total_nano, cost_inr_nano=outcome.cost.inr_nano,
         charged_inr_nano=outcome.charged_inr_nano,
         usd_to_inr=str(outcome.cost.rate), latency_ms=caller.elapsed_ms(), error=outcome.error,
-        content_id=content.content_id if content else "", content_hash=content.sha256 if content else "")
+        content_id=content.content_id if content else "", content_hash=content.sha256 if content else "",
+        attempts=tuple(caller.facts.attempts))
 
 
 def retained(services: Services, caller: Caller, suffix: str, text: object) -> Content | None:

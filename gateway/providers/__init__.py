@@ -1,23 +1,29 @@
 """Provider adapters, one module per wire protocol."""
 
-from gateway.config import ProvidersConfig
+from collections.abc import Mapping
+
+from gateway.config import ProviderConfig
 from gateway.providers.anthropic import AnthropicProvider
-from gateway.providers.capabilities import Providers
+from gateway.providers.capabilities import ChatProvider, Providers
 from gateway.providers.google import GoogleProvider
 from gateway.providers.http import Upstream
 from gateway.providers.openai import OpenAIProvider
 from gateway.providers.openai_responses import OpenAIResponses
 
 
-def build(config: ProvidersConfig, upstream: Upstream) -> Providers:
-    """Every adapter this gateway can call, sharing one client session, listed under each
-    capability it has (the one statement of what each can do)."""
-    openai = OpenAIProvider(config.openai, upstream)
-    anthropic = AnthropicProvider(config.anthropic, upstream)
-    google = GoogleProvider(config.google, upstream)
-    return Providers(chat={p.id: p for p in (openai, anthropic, google)}, messages={anthropic.id: anthropic},
-                     responses={openai.id: OpenAIResponses(openai)},
-                     completion={openai.id: openai}, token_counting={anthropic.id: anthropic},
-                     embedding={openai.id: openai}, speech={openai.id: openai},
-                     transcription={openai.id: openai}, realtime={openai.id: openai},
-                     music={google.id: google})
+def build(configs: Mapping[str, ProviderConfig], upstream: Upstream) -> Providers:
+    """An adapter for every configured provider, by the protocol it speaks, sharing one client
+    session, listed under each capability its protocol has (the one statement of what each can do)."""
+    openai = [OpenAIProvider(i, c, upstream) for i, c in configs.items() if c.protocol == "openai"]
+    anthropic = [AnthropicProvider(i, c, upstream) for i, c in configs.items() if c.protocol == "anthropic"]
+    google = [GoogleProvider(i, c, upstream) for i, c in configs.items() if c.protocol == "google"]
+    chat: dict[str, ChatProvider] = {**_by_id(openai), **_by_id(anthropic), **_by_id(google)}
+    return Providers(chat=chat, messages=_by_id(anthropic),
+                     responses={p.id: OpenAIResponses(p) for p in openai},
+                     completion=_by_id(openai), token_counting=_by_id(anthropic),
+                     embedding=_by_id(openai), speech=_by_id(openai), transcription=_by_id(openai),
+                     realtime=_by_id(openai), music=_by_id(google))
+
+
+def _by_id(adapters: list) -> dict:
+    return {adapter.id: adapter for adapter in adapters}

@@ -90,14 +90,14 @@ class AnthropicMessageStream:
 
 
 class AnthropicProvider:
-    id = "anthropic"
     requires_max_tokens = True
 
-    def __init__(self, config: ProviderConfig, upstream: Upstream) -> None:
+    def __init__(self, provider_id: str, config: ProviderConfig, upstream: Upstream) -> None:
+        self.id = provider_id  # the configuration's name for it: `[providers.<id>]`
         self._url = config.base_url.rstrip("/") + "/v1/messages"
         self._count_url = self._url + "/count_tokens"
         self._api_key = config.api_key
-        self._upstream = upstream
+        self._upstream = upstream.for_provider(config)
         self._timeout = timeout_for(config)
 
     def headers(self, api_key: str = "") -> dict[str, str]:

@@ -108,13 +108,13 @@ class GeminiChatStream:
 
 
 class GoogleProvider:
-    id = "google"
     requires_max_tokens = False
 
-    def __init__(self, config: ProviderConfig, upstream: Upstream) -> None:
+    def __init__(self, provider_id: str, config: ProviderConfig, upstream: Upstream) -> None:
+        self.id = provider_id  # the configuration's name for it: `[providers.<id>]`
         self._base = config.base_url.rstrip("/")
         self._api_key = config.api_key
-        self._upstream = upstream
+        self._upstream = upstream.for_provider(config)
         self._timeout = timeout_for(config)
 
     def headers(self, api_key: str = "") -> dict[str, str]:

@@ -1,7 +1,7 @@
 """The HTTP plumbing adapters share: one pooled session, errors turned into UpstreamError."""
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 
 import aiohttp
 import msgspec
@@ -18,10 +18,20 @@ MESSAGE_CHARS = 600  # of an error message kept: the provider's words and our pr
 
 class Upstream(msgspec.Struct, frozen=True):
     """The pooled client session every adapter calls through, and who hears how long each
-    provider took to its response headers: observe(provider, status, seconds)."""
+    provider took to its response headers: observe(provider, status, seconds). `for_provider`
+    adds what one provider's configuration sends with every request (extra headers, query)."""
 
     session: aiohttp.ClientSession
     observe: Callable[[str, int, float], None]
+    headers: Mapping[str, str] = {}
+    query: Mapping[str, str] = {}
+
+    def for_provider(self, config: ProviderConfig) -> "Upstream":
+        return msgspec.structs.replace(self, headers=dict(config.headers), query=dict(config.query))
+
+    def with_extras(self, headers: dict[str, str]) -> dict[str, str]:
+        """`headers` over the provider's extra headers (the adapter's own, its key among them, win)."""
+        return {**self.headers, **headers} if self.headers else headers
 
 
 def timeout_for(config: ProviderConfig) -> aiohttp.ClientTimeout:
@@ -42,11 +52,13 @@ async def post(upstream: Upstream, provider: str, url: str, data: bytes | AsyncI
     not by aiohttp request tracing, which costs several coroutines per request."""
     started = time.monotonic()
     try:
-        response = await upstream.session.post(url, data=data, headers=headers, timeout=timeout)
+        response = await upstream.session.post(url, data=data, headers=upstream.with_extras(headers),
+                                               params=upstream.query or None, timeout=timeout)
     except TimeoutError:
-        raise UpstreamError(504, f"{provider} did not answer within {timeout.total or timeout.sock_read:g} s") from None
+        raise UpstreamError(504, f"{provider} did not answer within {timeout.total or timeout.sock_read:g} s",
+                            reason="timeout") from None
     except aiohttp.ClientError as exc:
-        raise UpstreamError(502, f"{provider} connection failed: {type(exc).__name__}") from None
+        raise UpstreamError(502, f"{provider} connection failed: {type(exc).__name__}", reason="connection") from None
     upstream.observe(provider, response.status, time.monotonic() - started)
     if response.status >= 300:
         raise await error_from(provider, response)
@@ -71,7 +83,7 @@ def scrubbed(error: UpstreamError, response: aiohttp.ClientResponse) -> Upstream
     any form, and without anything key-shaped; then cut short (after, so no part of a key is left)."""
     sent = response.request_info
     message = redact(error.message, forms_of(keys_sent(sent.headers, sent.url.query)))
-    return UpstreamError(error.status, message[:MESSAGE_CHARS], retry_after=error.retry_after)
+    return UpstreamError(error.status, message[:MESSAGE_CHARS], retry_after=error.retry_after, reason=error.reason)
 
 
 def _error_message(text: str) -> str:

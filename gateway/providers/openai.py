@@ -162,14 +162,14 @@ async def _with_model(form: AsyncIterator[FormField | FilePart],
 
 
 class OpenAIProvider:
-    id = PROVIDER
     requires_max_tokens = False
 
-    def __init__(self, config: ProviderConfig, upstream: Upstream) -> None:
+    def __init__(self, provider_id: str, config: ProviderConfig, upstream: Upstream) -> None:
+        self.id = provider_id  # the configuration's name for it: `[providers.<id>]`
         self._base = config.base_url.rstrip("/")
         self._url = self._base + "/chat/completions"
         self._api_key = config.api_key
-        self._upstream = upstream
+        self._upstream = upstream.for_provider(config)
         self._timeout = timeout_for(config)
 
     def headers(self, api_key: str = "", content_type: str | None = "application/json") -> dict[str, str]:
@@ -248,9 +248,10 @@ class OpenAIProvider:
                             *, beta: bool = False) -> aiohttp.ClientWebSocketResponse:
         """The provider's realtime WebSocket for `upstream_model`, in the GA protocol or, with
         `beta`, the beta one; UpstreamError if it will not open."""
-        url = yarl.URL(f"{self._base}/realtime").with_query(model=upstream_model)
+        url = yarl.URL(f"{self._base}/realtime").with_query({**self._upstream.query, "model": upstream_model})
         url = url.with_scheme("wss" if url.scheme in ("https", "wss") else "ws")
-        headers = self.headers(api_key, content_type=None) | ({BETA_HEADER: REALTIME_BETA} if beta else {})
+        headers = self._upstream.with_extras(self.headers(api_key, content_type=None)
+                                             | ({BETA_HEADER: REALTIME_BETA} if beta else {}))
         # Once open, a session may idle as long as the client likes: no receive timeout.
         idle = aiohttp.ClientWSTimeout(ws_receive=None, ws_close=10)
         wait = self._timeout.sock_read  # ws_connect takes no ClientTimeout: bound the handshake here

@@ -10,13 +10,14 @@ ever saw the gateway's response ids.
 
 import time
 
-from gateway.billing.charging import bill, failed
+from gateway.billing.charging import bill
 from gateway.billing.pricing import cost_body
 from gateway.chat import chat_call
-from gateway.errors import UpstreamError
 from gateway.providers.base import ChatCall, ChatReply
 from gateway.providers.capabilities import ChatProvider, ResponsesProvider
-from gateway.resolution import CHAT, Served, resolve
+from gateway.resolution import CHAT, Served
+from gateway.routing import failover
+from gateway.routing.router import Plan
 from gateway.responses import store, translate
 from gateway.responses.relay import NativeRelay, ResponsesRelay, TranslatedRelay
 from gateway.responses.request import ResponsesRequest, check
@@ -29,8 +30,8 @@ DEFAULT_MAX_OUTPUT_TOKENS = 4096
 
 
 class Prepared:
-    """One request made ready: its model and adapters, its conversation as input items, the call
-    to make, and the id and time its answer carries."""
+    """One request made ready for one provider: its model and adapters, its conversation as
+    input items, the call to make, and the id and time its answer carries."""
 
     def __init__(self, served: Served[ChatProvider], native: ResponsesProvider | None, items: list[dict],
                  call: ChatCall, body: dict, request: ResponsesRequest, response_id: str) -> None:
@@ -45,21 +46,33 @@ class Prepared:
                                          model=self.request.model, created_at=self.created_at, request=self.body)
 
 
+class Conversation:
+    """A request's providers, in order, and its conversation: what every attempt sends."""
+
+    def __init__(self, route: Plan[Served[ChatProvider]], history: list[dict], items: list[dict]) -> None:
+        self.route, self.history, self.items = route, history, items
+
+    def ready(self, services: Services, caller: Caller, served: Served[ChatProvider], api_key: str,
+              body: dict, request: ResponsesRequest) -> Prepared:
+        """The call for `served`: natively, or translated into chat."""
+        native = services.providers.responses.get(served.model.provider_id)
+        continued = bool(self.history)
+        sent = native_body(body, self.items, continued) if native else translated_body(served, body, self.history)
+        return Prepared(served, native, self.items, chat_call(caller, sent, served, api_key), body, request,
+                        store.response_id(caller.request_id))
+
+
 def named(response: dict, ready: Prepared) -> dict:
     """A provider's response object under the gateway's id and the model the client named."""
     return {**response, "id": ready.response_id, "model": ready.request.model}
 
 
-async def prepare(services: Services, caller: Caller, body: dict, request: ResponsesRequest) -> Prepared:
-    """400/404 for what cannot be served, 402 without credit, all before any upstream call."""
+async def prepare(services: Services, caller: Caller, body: dict, request: ResponsesRequest) -> Conversation:
+    """400/404 for what cannot be served, all before any upstream call."""
     check(request)
-    served = resolve(services, request.model, CHAT)
+    route = await failover.plan(services, body, request.model, CHAT)
     history = await _history(services, caller, request.previous_response_id)
-    items = [*history, *translate.input_items(body.get("input"), bool(history))]
-    native = services.providers.responses.get(served.model.provider_id)
-    sent = native_body(body, items, bool(history)) if native else translated_body(served, body, history)
-    call = await chat_call(services, caller, sent, served.model)
-    return Prepared(served, native, items, call, body, request, store.response_id(caller.request_id))
+    return Conversation(route, history, [*history, *translate.input_items(body.get("input"), bool(history))])
 
 
 async def _history(services: Services, caller: Caller, previous: str | None) -> list[dict]:
@@ -83,29 +96,36 @@ def translated_body(served: Served[ChatProvider], body: dict, history: list[dict
 
 
 async def create(services: Services, caller: Caller, body: dict, request: ResponsesRequest) -> dict:
-    """A response, billed before it is returned."""
-    ready = await prepare(services, caller, body, request)
-    model = ready.served.model
-    try:
-        reply = await (ready.native.respond(ready.call) if ready.native else ready.served.provider.chat(ready.call))
-    except UpstreamError as exc:
-        raise await failed(services, caller, ROUTE, model, request.model, exc) from None
+    """A response from the first provider that answers, billed before it is returned."""
+    conversation = await prepare(services, caller, body, request)
+
+    async def ask(served: Served[ChatProvider], api_key: str) -> tuple[Prepared, ChatReply]:
+        ready = conversation.ready(services, caller, served, api_key, body, request)
+        return ready, await (ready.native.respond(ready.call) if ready.native else served.provider.chat(ready.call))
+
+    answered = await failover.answer(services, caller, conversation.route, ask, path=ROUTE, model=request.model)
+    ready, reply = answered.answer
     response = ready.answer(reply)
-    cost = await bill(services, caller, ROUTE, model, reply.usage, store.kept(ready.items, response, request.store),
-                      byok=bool(ready.call.api_key))
+    cost = await bill(services, caller, ROUTE, answered.served.model, reply.usage,
+                      store.kept(ready.items, response, request.store), byok=answered.byok)
     response["usage"] = {**response["usage"], **cost_body(cost)}
     return response
 
 
 async def open_stream(services: Services, caller: Caller, body: dict, request: ResponsesRequest) -> ResponsesRelay:
-    """Start a streamed response; errors before the first event are ordinary error responses."""
-    ready = await prepare(services, caller, body, request)
-    try:
+    """Start a streamed response with the first provider that accepts it; errors before then are
+    ordinary error responses."""
+    conversation = await prepare(services, caller, body, request)
+
+    async def start(served: Served[ChatProvider], api_key: str) -> ResponsesRelay:
+        ready = conversation.ready(services, caller, served, api_key, body, request)
         if ready.native is not None:
             return NativeRelay(services, caller, ready, await ready.native.open_response_stream(ready.call))
-        return TranslatedRelay(services, caller, ready, await ready.served.provider.open_chat_stream(ready.call))
-    except UpstreamError as exc:
-        raise await failed(services, caller, ROUTE, ready.served.model, request.model, exc, stream=True) from None
+        return TranslatedRelay(services, caller, ready, await served.provider.open_chat_stream(ready.call))
+
+    answered = await failover.answer(services, caller, conversation.route, start, path=ROUTE, model=request.model,
+                                     stream=True)
+    return answered.answer
 
 
 async def retrieve(services: Services, caller: Caller, response_id: str) -> dict:

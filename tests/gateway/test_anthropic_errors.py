@@ -214,8 +214,8 @@ async def overloaded_upstream(aiohttp_server, make_gateway, config):
     upstream[CALLS] = []
     upstream.router.add_post("/v1/messages", overloaded)
     server = await aiohttp_server(upstream)
-    anthropic_config = msgspec.structs.replace(config.providers.anthropic, base_url=str(server.make_url("")))
-    providers = msgspec.structs.replace(config.providers, anthropic=anthropic_config)
+    anthropic_config = msgspec.structs.replace(config.providers["anthropic"], base_url=str(server.make_url("")))
+    providers = {**config.providers, "anthropic": anthropic_config}
     return await make_gateway(msgspec.structs.replace(config, providers=providers)), upstream
 
 

@@ -394,9 +394,9 @@ async def test_an_orgs_own_openai_key_pays_for_its_media_requests(make_gateway, 
 
 
 async def test_upstream_silence_after_the_upload_is_504(make_gateway, config):
-    openai_config = msgspec.structs.replace(config.providers.openai, timeout_s=0.3)
+    openai_config = msgspec.structs.replace(config.providers["openai"], timeout_s=0.3)
     gateway = await make_gateway(msgspec.structs.replace(
-        config, providers=msgspec.structs.replace(config.providers, openai=openai_config)))
+        config, providers={**config.providers, "openai": openai_config}))
     org = await gateway.new_org("10")
     response = await gateway.client.post(TRANSCRIBE, data=transcription_form(silent_mp3(1), prompt="[sim:hang]"),
                                          headers=auth(org["api_key"]))

@@ -8,7 +8,7 @@ import msgspec
 import orjson
 import pytest
 
-from gateway.catalogue import SHIPPED_PATH
+from gateway.catalogue import SHIPPED_PATH, CatalogueError
 from ledger.events import RequestCompleted
 from simulator.textgen import completion_text
 from support import auth, chat_body, decimal_json, poll, request_events, sse_lines
@@ -207,23 +207,34 @@ async def test_no_credit_left_is_402_without_upstream_call(gateway, simulator):
     assert recorded["data"] == []
 
 
-async def test_a_chat_model_of_a_provider_this_gateway_lacks_is_501(make_gateway, config, tmp_path):
-    # An operator's catalogue may list a provider no adapter serves yet.
+async def test_a_catalogue_naming_a_provider_that_is_not_configured_stops_start_up(make_gateway, config, tmp_path):
     shipped = json.loads(SHIPPED_PATH.read_text())
     [record] = [r for r in shipped["data"] if r["id"] == "gpt-4o-mini"]
     record = {**record, "id": "mistral-small", "providers": [{**record["providers"][0], "providerId": "mistral"}]}
     path = tmp_path / "catalogue.json"
     path.write_text(json.dumps({"data": [record]}))
+    with pytest.raises(CatalogueError, match=r"'mistral-small'.*provider 'mistral' is not configured"):
+        await make_gateway(msgspec.structs.replace(config, catalogue=msgspec.structs.replace(config.catalogue,
+                                                                                           path=str(path))))
+
+
+async def test_a_model_whose_provider_speaks_no_protocol_for_its_kind_is_501(make_gateway, config, tmp_path):
+    # An operator's catalogue may list an embedding model on a provider whose protocol has none.
+    shipped = json.loads(SHIPPED_PATH.read_text())
+    [record] = [r for r in shipped["data"] if r["id"] == "text-embedding-3-small"]
+    record = {**record, "id": "claude-embed", "providers": [{**record["providers"][0], "providerId": "anthropic"}]}
+    path = tmp_path / "catalogue.json"
+    path.write_text(json.dumps({"data": [record]}))
     gateway = await make_gateway(msgspec.structs.replace(
         config, catalogue=msgspec.structs.replace(config.catalogue, path=str(path))))
     org = await gateway.new_org("1")
-    response = await gateway.client.post("/v1/chat/completions", json={**chat_body(), "model": "mistral-small"},
+    response = await gateway.client.post("/v1/embeddings", json={"model": "claude-embed", "input": "hi"},
                                          headers=auth(org["api_key"]))
     assert response.status == 501
-    assert "mistral" in (await response.json())["error"]["message"]
+    assert "anthropic" in (await response.json())["error"]["message"]
 
 
 @pytest.fixture
 def gateway_timeout_config(config):
-    openai = msgspec.structs.replace(config.providers.openai, timeout_s=0.3)
-    return msgspec.structs.replace(config, providers=msgspec.structs.replace(config.providers, openai=openai))
+    openai = msgspec.structs.replace(config.providers["openai"], timeout_s=0.3)
+    return msgspec.structs.replace(config, providers={**config.providers, "openai": openai})

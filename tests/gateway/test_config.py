@@ -20,7 +20,7 @@ def toml_file(tmp_path: Path, text: str) -> Path:
 def value_at(config: Config, dotted: str) -> object:
     node: object = config
     for part in dotted.split("."):
-        node = getattr(node, part)
+        node = node[part] if isinstance(node, dict) else getattr(node, part)
     return node
 
 
@@ -52,24 +52,24 @@ def test_defaults_are_the_embedded_default():
     assert config.billing.usd_to_inr == Decimal("84.0")
     assert config.music.upstream_timeout_s == 240
     assert config.sweeper.interval_s == 300
-    assert config.providers.openai.base_url == "https://api.openai.com/v1"
-    assert config.providers.anthropic.base_url == "https://api.anthropic.com"
-    assert config.providers.google.base_url == "https://generativelanguage.googleapis.com"
+    assert config.providers["openai"].base_url == "https://api.openai.com/v1"
+    assert config.providers["anthropic"].base_url == "https://api.anthropic.com"
+    assert config.providers["google"].base_url == "https://generativelanguage.googleapis.com"
     assert config.catalogue.path == ""
 
 
 def test_default_provider_keys_are_read_from_the_documented_variables():
     config = load(None, {"OPENAI_API_KEY": "sk-openai-1", "ANTHROPIC_API_KEY": "sk-ant-2",
                          "GEMINI_API_KEY": "AIza-3"})
-    assert config.providers.openai.api_key == "sk-openai-1"
-    assert config.providers.anthropic.api_key == "sk-ant-2"
-    assert config.providers.google.api_key == "AIza-3"
+    assert config.providers["openai"].api_key == "sk-openai-1"
+    assert config.providers["anthropic"].api_key == "sk-ant-2"
+    assert config.providers["google"].api_key == "AIza-3"
 
 
 def test_default_provider_keys_are_empty_when_their_variables_are_unset():
     config = load(None, {})
-    assert (config.providers.openai.api_key, config.providers.anthropic.api_key,
-            config.providers.google.api_key) == ("", "", "")
+    assert (config.providers["openai"].api_key, config.providers["anthropic"].api_key,
+            config.providers["google"].api_key) == ("", "", "")
 
 
 def test_load_reads_os_environ_when_no_environ_is_given(monkeypatch):
@@ -115,17 +115,17 @@ path = "/etc/gateway/catalogue.json"
     assert config.storage.s3_endpoint_url == "http://s3.local:9000"
     assert config.storage.retention_days == 7
     assert config.storage.s3_bucket == "gateway-media"
-    assert config.providers.openai.base_url == "http://sim:1/v1"
-    assert config.providers.openai.api_key == "sk-from-file"
-    assert config.providers.openai.timeout_s == 2.5
-    assert config.providers.anthropic.base_url == "https://api.anthropic.com"
+    assert config.providers["openai"].base_url == "http://sim:1/v1"
+    assert config.providers["openai"].api_key == "sk-from-file"
+    assert config.providers["openai"].timeout_s == 2.5
+    assert config.providers["anthropic"].base_url == "https://api.anthropic.com"
     assert config.catalogue.path == "/etc/gateway/catalogue.json"
 
 
 def test_a_provider_table_with_only_base_url_keeps_the_default_key_variable(tmp_path):
     path = toml_file(tmp_path, '[providers.openai]\nbase_url = "http://sim:1/v1"\n')
     config = load(path, {"OPENAI_API_KEY": "sk-default-var"})
-    assert config.providers.openai.api_key == "sk-default-var"
+    assert config.providers["openai"].api_key == "sk-default-var"
 
 
 def test_toml_float_usd_to_inr_stays_an_exact_decimal(tmp_path):
@@ -188,6 +188,17 @@ ENV_OVERRIDES = [
     ("GATEWAY_PROVIDERS_GOOGLE_API_KEY", "g-key", "providers.google.api_key", "g-key"),
     ("GATEWAY_PROVIDERS_GOOGLE_TIMEOUT_S", "9", "providers.google.timeout_s", 9.0),
     ("GATEWAY_CATALOGUE_PATH", "/srv/cat.json", "catalogue.path", "/srv/cat.json"),
+    *[(f"GATEWAY_PROVIDERS_{name.upper()}_PROTOCOL", "anthropic", f"providers.{name}.protocol", "anthropic")
+      for name in ("openai", "anthropic", "google", "groq", "openrouter")],
+    *[(f"GATEWAY_PROVIDERS_{name.upper()}_{key.upper()}", text, f"providers.{name}.{key}", expected)
+      for name in ("groq", "openrouter")
+      for key, text, expected in (("base_url", "http://sim:4/v1", "http://sim:4/v1"), ("api_key", "k-1", "k-1"),
+                                  ("timeout_s", "3", 3.0))],
+    ("GATEWAY_ROUTING_STRATEGY", "latency", "routing.strategy", "latency"),
+    ("GATEWAY_ROUTING_MAX_ATTEMPTS", "2", "routing.max_attempts", 2),
+    ("GATEWAY_ROUTING_DEADLINE_S", "12.5", "routing.deadline_s", 12.5),
+    ("GATEWAY_ROUTING_FAILURE_THRESHOLD", "4", "routing.failure_threshold", 4),
+    ("GATEWAY_ROUTING_COOLDOWN_S", "9", "routing.cooldown_s", 9.0),
 ]
 
 
@@ -208,14 +219,45 @@ def test_env_variable_overrides_the_file(tmp_path):
     config = load(path, {"GATEWAY_SERVER_PORT": "9002",
                          "GATEWAY_PROVIDERS_OPENAI_BASE_URL": "http://env/v1"})
     assert config.server.port == 9002
-    assert config.providers.openai.base_url == "http://env/v1"
+    assert config.providers["openai"].base_url == "http://env/v1"
 
 
 def test_env_override_of_one_provider_key_leaves_its_siblings(tmp_path):
     path = toml_file(tmp_path, '[providers.openai]\nbase_url = "http://file/v1"\napi_key = "sk-file"\n')
     config = load(path, {"GATEWAY_PROVIDERS_OPENAI_API_KEY": "sk-env"})
-    assert config.providers.openai.base_url == "http://file/v1"
-    assert config.providers.openai.api_key == "sk-env"
+    assert config.providers["openai"].base_url == "http://file/v1"
+    assert config.providers["openai"].api_key == "sk-env"
+
+
+def test_a_provider_is_declared_in_the_file_with_its_protocol_headers_and_query(tmp_path):
+    path = toml_file(tmp_path, """
+[providers.azure-eu]
+protocol = "openai"
+base_url = "https://eu.example.azure.com/openai/deployments/x"
+headers = { api-key = "env:AZURE_KEY" }
+query = { api-version = "2024-10-21" }
+""")
+    config = load(path, {"AZURE_KEY": "az-secret"})
+    azure = config.providers["azure-eu"]
+    assert (azure.protocol, azure.headers, azure.query) == ("openai", {"api-key": "az-secret"},
+                                                            {"api-version": "2024-10-21"})
+    assert set(config.providers) == {"openai", "anthropic", "google", "groq", "openrouter", "azure-eu"}
+
+
+def test_a_provider_declared_by_variables_alone_needs_its_protocol():
+    config = load(None, {"GATEWAY_PROVIDERS_LOCAL_LLM_PROTOCOL": "openai",
+                         "GATEWAY_PROVIDERS_LOCAL_LLM_BASE_URL": "http://127.0.0.1:9/v1"})
+    assert config.providers["local_llm"].base_url == "http://127.0.0.1:9/v1"
+    with pytest.raises(ConfigError, match="protocol"):
+        load(None, {"GATEWAY_PROVIDERS_OTHER_BASE_URL": "http://127.0.0.1:9/v1"})
+
+
+@pytest.mark.parametrize("table", ['[providers.x]\nprotocol = "grpc"\nbase_url = "http://h"\n',
+                                   '[providers."Bad/Id"]\nprotocol = "openai"\nbase_url = "http://h"\n',
+                                   '[routing]\nstrategy = "random"\n', '[routing]\nmax_attempts = 0\n'])
+def test_a_bad_provider_or_routing_key_stops_start_up(tmp_path, table):
+    with pytest.raises(ConfigError):
+        load(toml_file(tmp_path, table), {})
 
 
 def test_variables_without_the_gateway_prefix_are_ignored():
@@ -235,24 +277,24 @@ api_key = "env:MY_OPENAI_SECRET"
 s3_secret_access_key = "env:MY_S3_SECRET"
 """)
     config = load(path, {"MY_OPENAI_SECRET": "sk-secret-1", "MY_S3_SECRET": "s3-secret-2"})
-    assert config.providers.openai.api_key == "sk-secret-1"
+    assert config.providers["openai"].api_key == "sk-secret-1"
     assert config.storage.s3_secret_access_key == "s3-secret-2"
 
 
 def test_env_secret_given_by_an_override_variable_is_resolved():
     config = load(None, {"GATEWAY_PROVIDERS_ANTHROPIC_API_KEY": "env:TEAM_ANTHROPIC",
                          "TEAM_ANTHROPIC": "sk-ant-team"})
-    assert config.providers.anthropic.api_key == "sk-ant-team"
+    assert config.providers["anthropic"].api_key == "sk-ant-team"
 
 
 def test_env_secret_of_an_unset_variable_is_empty(tmp_path):
     path = toml_file(tmp_path, '[providers.google]\nbase_url = "http://g"\napi_key = "env:NOT_SET_ANYWHERE"\n')
-    assert load(path, {}).providers.google.api_key == ""
+    assert load(path, {}).providers["google"].api_key == ""
 
 
 def test_env_secret_is_not_resolved_recursively():
     config = load(None, {"GATEWAY_PROVIDERS_OPENAI_API_KEY": "env:A", "A": "env:B", "B": "deep"})
-    assert config.providers.openai.api_key == "env:B"
+    assert config.providers["openai"].api_key == "env:B"
 
 
 # --- errors name the key --------------------------------------------------------------------
@@ -282,9 +324,9 @@ def test_unknown_key_in_a_provider_table_is_an_error_naming_it(tmp_path):
     assert "$.providers.openai" in message
 
 
-def test_unknown_provider_is_an_error_naming_it(tmp_path):
+def test_a_new_provider_without_its_protocol_is_an_error_naming_it(tmp_path):
     message = config_error(toml_file(tmp_path, '[providers.mistral]\nbase_url = "x"\n'), {})
-    assert "`mistral`" in message
+    assert "`protocol`" in message and "$.providers.mistral" in message
 
 
 def test_unknown_gateway_variable_is_an_error_naming_it():

@@ -116,9 +116,9 @@ async def test_upstream_failures_become_gateway_errors_and_are_not_charged(gatew
 
 
 async def test_upstream_silence_is_504(make_gateway, config):
-    openai_config = msgspec.structs.replace(config.providers.openai, timeout_s=0.3)
+    openai_config = msgspec.structs.replace(config.providers["openai"], timeout_s=0.3)
     gateway = await make_gateway(msgspec.structs.replace(
-        config, providers=msgspec.structs.replace(config.providers, openai=openai_config)))
+        config, providers={**config.providers, "openai": openai_config}))
     org = await gateway.new_org("10")
     response = await post(gateway, org, input="x [sim:hang]")
     assert response.status == 504

@@ -425,9 +425,9 @@ async def test_stream_broken_mid_way_ends_with_an_error_event_and_no_charge(gate
 
 
 async def test_upstream_silence_is_504(make_gateway, config):
-    google = msgspec.structs.replace(config.providers.google, timeout_s=0.3)
+    google = msgspec.structs.replace(config.providers["google"], timeout_s=0.3)
     gateway = await make_gateway(msgspec.structs.replace(
-        config, providers=msgspec.structs.replace(config.providers, google=google)))
+        config, providers={**config.providers, "google": google}))
     org = await gateway.new_org("10")
     for stream in (False, True):
         response = await post_chat(gateway, org, ask("x [sim:hang]", stream=stream))

@@ -196,10 +196,10 @@ async def test_the_simulator_echo_is_redacted_on_its_way_through_the_gateway(mak
 
     echoing = await aiohttp_server(create_simulator(Settings(echo_key=True)))
     base = str(echoing.make_url("")).rstrip("/")
-    openai = msgspec.structs.replace(config.providers.openai, base_url=f"{base}/v1",
+    openai = msgspec.structs.replace(config.providers["openai"], base_url=f"{base}/v1",
                                      api_key=CONFIGURED["openai"])
     gateway = await make_gateway(msgspec.structs.replace(
-        config, providers=msgspec.structs.replace(config.providers, openai=openai)))
+        config, providers={**config.providers, "openai": openai}))
     org = await gateway.new_org("10")
     response = await gateway.client.post("/v1/chat/completions", headers=auth(org["api_key"]),
                                          json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})

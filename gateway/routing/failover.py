@@ -1,0 +1,112 @@
+"""A routed request's attempts: each provider of its plan in turn until one answers.
+
+A provider that fails in a way another could cure (`UpstreamError.fails_over`: a connection
+error, a timeout, 429 or 5xx) counts against its circuit and the next is tried, up to
+`[routing] max_attempts` providers and until `deadline_s` after the request began; any other
+failure is the request's. Only the answer is charged, at the price of the provider that gave it
+(its `Resolved`); every attempt is recorded in the request's ledger event (`RequestFacts.attempts`).
+A stream is "answered" once its provider has accepted it: after that nothing fails over, since
+what the client has been sent cannot be taken back.
+"""
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+import msgspec
+
+from gateway.billing.charging import admit, failed
+from gateway.errors import ApiError, UpstreamError
+from gateway.resolution import Capability, Served, servers
+from gateway.routing import preferences
+from gateway.routing.router import Plan
+from gateway.services import Caller, Services
+from ledger.events import Attempt
+
+P = TypeVar("P")
+T = TypeVar("T")
+
+
+class Answered(msgspec.Struct, Generic[P, T], frozen=True):
+    """The provider that answered, the key it was called with ("": the gateway's), its answer."""
+
+    served: Served[P]
+    api_key: str
+    answer: T
+
+    @property
+    def byok(self) -> bool:
+        return bool(self.api_key)
+
+
+async def plan(services: Services, body: dict, model: str, capability: Capability[P],
+               usable: Callable[[list[Served[P]]], list[Served[P]]] | None = None) -> Plan[Served[P]]:
+    """The providers a request for `model` may try, in order (those `usable` keeps, when given:
+    it raises the request's 400 when it keeps none); takes the `provider` object off `body`
+    (it is the gateway's, not the provider's). 400/501 as `resolution.servers`."""
+    wanted = preferences.take(body)
+    candidates = servers(services, model, capability)
+    return await services.router.plan(usable(candidates) if usable else candidates, wanted, model)
+
+
+async def answer(services: Services, caller: Caller, route: Plan[Served[P]],
+                 call: Callable[[Served[P], str], Awaitable[T]], *, path: str, model: str,
+                 stream: bool = False) -> Answered[P, T]:
+    """`call(served, api_key)` on each provider of `route` until one answers; when none does,
+    the last failure is recorded (not charged) and raised as the client's error."""
+    config, circuits = services.config.routing, services.router.circuits
+    deadline = asyncio.get_running_loop().time() + config.deadline_s - (time.monotonic() - caller.started)
+    tried: list[Attempt] = caller.facts.attempts
+    last: tuple[Served[P], UpstreamError] | None = None
+    for served in route.candidates:
+        provider = served.model.provider_id
+        if len(tried) >= config.max_attempts or (last and asyncio.get_running_loop().time() >= deadline):
+            break
+        if route.respect_circuits and not circuits.acquire(provider):
+            continue  # another request is probing it
+        if last is not None:
+            services.metrics.observe_failover(last[0].model.provider_id, last[1].reason)
+        api_key = await admit(services, caller, provider)
+        caller.facts.provider = provider
+        started = time.monotonic()
+        try:
+            result = await _within(deadline, call(served, api_key), provider, config.deadline_s)
+        except UpstreamError as exc:
+            _tried(services, tried, provider, started, exc)
+            if not exc.fails_over:
+                circuits.release(provider)
+                raise await failed(services, caller, path, served.model, model, exc, stream=stream) from None
+            await circuits.failed(provider, exc.retry_after if exc.status == 429 else None)
+            last = (served, exc)
+            continue
+        except BaseException:
+            circuits.release(provider)  # cancelled (the client left): the probe, if it was one, is over
+            raise
+        _tried(services, tried, provider, started)
+        await circuits.succeeded(provider)
+        return Answered(served, api_key, result)
+    if last is None:  # every provider left was being probed by another request
+        raise ApiError(503, f"every provider of model {model!r} is cooling after failures; retry shortly",
+                       type="service_unavailable", headers={"Retry-After": "1"})
+    raise await failed(services, caller, path, last[0].model, model, last[1], stream=stream)
+
+
+async def _within(deadline: float, call: Awaitable[T], provider: str, deadline_s: float) -> T:
+    try:
+        async with asyncio.timeout_at(deadline):
+            return await call
+    except TimeoutError:
+        raise UpstreamError(504, f"{provider} did not answer within the routing deadline ({deadline_s:g} s)",
+                            reason="deadline") from None
+
+
+def _tried(services: Services, tried: list[Attempt], provider: str, started: float,
+           failure: UpstreamError | None = None) -> None:
+    """Note an attempt for the ledger event and the metrics."""
+    latency_ms = int((time.monotonic() - started) * 1000)
+    if failure is None:
+        tried.append(Attempt(provider, 200, latency_ms))
+    else:
+        tried.append(Attempt(provider, failure.status, latency_ms, failure.message))
+    services.metrics.observe_attempt(provider, "ok" if failure is None else failure.reason)
