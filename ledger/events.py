@@ -44,6 +44,16 @@ class RetentionChanged(Event, frozen=True, tag="retention_changed"):
     retention: Retention
 
 
+class Attempt(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One upstream call a request made: a provider that failed before the one that answered,
+    or the one that answered (status 200). Error is the provider's failure, as the client heard it."""
+
+    provider: str
+    status: int
+    latency_ms: int
+    error: str = ""
+
+
 class RequestCompleted(Event, frozen=True, tag="request_completed"):
     """One API request, successful or not. `charged_inr_nano` is what the balance pays."""
 
@@ -64,6 +74,9 @@ class RequestCompleted(Event, frozen=True, tag="request_completed"):
     error: str = ""
     content_id: str = ""  # prompt/response text lives in the content table, referenced here
     content_hash: str = ""
+    # Every upstream call in order, when the request was routed (failover); the last one is
+    # `provider`'s. Empty for a request that made no call or predates routing.
+    attempts: tuple[Attempt, ...] = ()
 
 
 class CreditsHeld(Event, frozen=True, tag="credits_held"):

@@ -8,6 +8,7 @@ an index on (org_id, <filter>, position), so any page is one index range read ho
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from ledger.events import Attempt, RequestCompleted
 from ledger.recorder import Recorder
 from ledger.schema import LOG_FILTERS
 
@@ -106,6 +107,14 @@ async def log_entry(recorder: Recorder, org_id: str, *, position: int | None = N
     column, key = ("position", position) if request_id is None else ("request_id", request_id)
     rows = await recorder._fetch(f"{SELECT_LOG} WHERE {column} = ? AND org_id = ?", (key, org_id))
     return LogRow(*rows[0]) if rows else None
+
+
+async def attempts(recorder: Recorder, position: int) -> tuple[Attempt, ...]:
+    """The upstream calls of the request recorded at `position`, as its event holds them (the
+    log's row is the event's projection; the attempts are read from the event itself)."""
+    recorded = await recorder.read(position - 1, 1)
+    event = recorded[0].event if recorded and recorded[0].position == position else None
+    return event.attempts if isinstance(event, RequestCompleted) else ()
 
 
 async def text(recorder: Recorder, content_id: str) -> Text | None:

@@ -96,7 +96,8 @@ def iso_time(at_us: int) -> str:
 
 
 async def detail(services: Services, caller: Caller, log_id: str) -> dict:
-    """One request of the caller's, with its prompt and response text if they are kept."""
+    """One request of the caller's: its log entry, every provider it tried (`attempts`, in order;
+    the last answered, or failed last), and its prompt and response text if they are kept."""
     if log_id.startswith(LOG_ID_PREFIX):
         row = await log_queries.log_entry(services.recorder, caller.org_id, position=position_of(log_id, "id"))
     else:
@@ -104,7 +105,9 @@ async def detail(services: Services, caller: Caller, log_id: str) -> dict:
     if row is None:  # the same answer for another org's request as for none at all
         raise ApiError(404, f"no request {log_id} in this organization's log", type="not_found")
     content, state = await _content(services, row.request_id, row.content_id)
-    return {**entry(row), "content": content, "content_state": state}
+    attempts = await log_queries.attempts(services.recorder, row.position)
+    return {**entry(row), "attempts": [msgspec.to_builtins(attempt) for attempt in attempts], "content": content,
+            "content_state": state}
 
 
 async def _content(services: Services, request_id: str, content_id: str) -> tuple[dict | None, str]:

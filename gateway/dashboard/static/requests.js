@@ -190,6 +190,7 @@ function fields(entry) {
     ["Latency ms", entry.latency_ms],
     ["Error", entry.error ?? "none"],
   ];
+  if ((entry.attempts ?? []).length > 0) pairs.push(["Attempts", attemptList(entry.attempts)]);
   for (const [name, value] of Object.entries(usage)) {
     if (!["prompt_tokens", "completion_tokens", "total_tokens"].includes(name)) {
       pairs.push([`Usage: ${name}`, typeof value === "object" ? JSON.stringify(value) : value]);
@@ -199,6 +200,14 @@ function fields(entry) {
     h("dt", { text: name }),
     h("dd", { dataset: { field: name } }, value instanceof Node || Array.isArray(value) ? value : text(value)),
   ]);
+}
+
+/** Every provider the request tried, in order: provider, status, time, and why it failed. */
+function attemptList(attempts) {
+  return h("ol", { class: "attempts" }, ...attempts.map((attempt) => h("li", {
+    dataset: { provider: attempt.provider, status: String(attempt.status) },
+    text: `${attempt.provider}: ${attempt.status}, ${attempt.latency_ms} ms${attempt.error ? ` (${attempt.error})` : ""}`,
+  })));
 }
 
 function content(entry) {
