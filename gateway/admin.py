@@ -1,9 +1,11 @@
 """Operator actions on the ledger. Each appends events; none edits a row."""
 
+from collections.abc import Collection
 from decimal import Decimal
 from typing import TypeGuard, get_args
 
 from gateway import keys
+from gateway.config import Config
 from gateway.jsonio import number
 from gateway.sealing import Sealer, SealingError
 from ledger import queries
@@ -15,7 +17,7 @@ from ledger.money import InvalidAmount, from_nano, parse_amount, to_nano
 from ledger.recorder import Append, Recorder, Secret
 
 RETENTION_MODES: tuple[Retention, ...] = get_args(Retention)
-PROVIDERS = ("openai", "anthropic", "google")
+SHIPPED_PROVIDERS = tuple(Config().providers)  # the configured ones, unless a caller names them
 # Balances are 64-bit nano-rupees (about 9.2e9 INR); one operation stays far below that.
 MAX_AMOUNT_INR = Decimal(1_000_000_000)
 
@@ -74,10 +76,12 @@ async def set_key_limits(recorder: Recorder, key_id: str, requests_per_minute: i
     return {"key_id": key_id, "requests_per_minute": requests_per_minute, "tokens_per_minute": tokens_per_minute}
 
 
-async def set_provider_key(recorder: Recorder, sealer: Sealer, org_id: str, provider: str, key: str) -> dict:
-    """Requests of the org to `provider` then use its own key and are not charged to credits.
-    The ledger records a fingerprint; the key itself is sealed and stored beside it."""
-    _check_provider(provider)
+async def set_provider_key(recorder: Recorder, sealer: Sealer, org_id: str, provider: str, key: str,
+                           providers: Collection[str] = SHIPPED_PROVIDERS) -> dict:
+    """Requests of the org to `provider` (one of the configured `providers`) then use its own key
+    and are not charged to credits. The ledger records a fingerprint; the key itself is sealed
+    and stored beside it."""
+    _check_provider(provider, providers)
     if not key.strip():
         raise AdminError("the provider key is empty")
     await _require_org(recorder, org_id)
@@ -90,8 +94,9 @@ async def set_provider_key(recorder: Recorder, sealer: Sealer, org_id: str, prov
     return {"org_id": org_id, "provider": provider, "fingerprint": fingerprint}
 
 
-async def remove_provider_key(recorder: Recorder, org_id: str, provider: str) -> dict:
-    _check_provider(provider)
+async def remove_provider_key(recorder: Recorder, org_id: str, provider: str,
+                              providers: Collection[str] = SHIPPED_PROVIDERS) -> dict:
+    _check_provider(provider, providers)
     await _require_org(recorder, org_id)
     if await queries.has_provider_key(recorder, org_id, provider):
         await _append(recorder, Append(org_id, [ProviderKeyRemoved(provider=provider)],
@@ -135,9 +140,10 @@ def _is_retention(text: str) -> TypeGuard[Retention]:
     return text in RETENTION_MODES
 
 
-def _check_provider(provider: str) -> None:
-    if provider not in PROVIDERS:
-        raise AdminError(f"provider must be one of {', '.join(PROVIDERS)}, got {provider!r}")
+def _check_provider(provider: str, providers: Collection[str]) -> None:
+    if provider not in providers:
+        raise AdminError(f"provider must be one of {', '.join(sorted(providers))} (the configured"
+                         f" providers), got {provider!r}")
 
 
 async def _require_org(recorder: Recorder, org_id: str) -> queries.Org:

@@ -64,7 +64,7 @@ def _admin_parser(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     add("balance").add_argument("org_id")
     provider_key = add("set-provider-key")
     provider_key.add_argument("org_id")
-    provider_key.add_argument("provider", choices=admin.PROVIDERS)
+    provider_key.add_argument("provider", help="a configured provider's id ([providers.<id>])")
     provider_key.add_argument("key", help="the key, env:NAME to read a variable, or - for standard input")
     limits = add("set-key-limits")
     limits.add_argument("key_id")
@@ -72,7 +72,7 @@ def _admin_parser(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     limits.add_argument("--tokens-per-minute", type=int, default=0, help="0: unlimited")
     removed = add("remove-provider-key")
     removed.add_argument("org_id")
-    removed.add_argument("provider", choices=admin.PROVIDERS)
+    removed.add_argument("provider", help="a configured provider's id ([providers.<id>])")
 
 
 def admin_action(args: argparse.Namespace, config: Config) -> Callable[[Recorder], Awaitable[dict]]:
@@ -91,11 +91,11 @@ def admin_action(args: argparse.Namespace, config: Config) -> Callable[[Recorder
             return lambda r: admin.balance(r, args.org_id)
         case "set-provider-key":
             sealer, key = Sealer(config.secrets.master_key), _secret_argument(args.key)
-            return lambda r: admin.set_provider_key(r, sealer, args.org_id, args.provider, key)
+            return lambda r: admin.set_provider_key(r, sealer, args.org_id, args.provider, key, config.providers)
         case "set-key-limits":
             return lambda r: admin.set_key_limits(r, args.key_id, args.requests_per_minute, args.tokens_per_minute)
         case "remove-provider-key":
-            return lambda r: admin.remove_provider_key(r, args.org_id, args.provider)
+            return lambda r: admin.remove_provider_key(r, args.org_id, args.provider, config.providers)
     raise AssertionError(args.action)
 
 

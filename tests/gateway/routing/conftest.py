@@ -28,10 +28,14 @@ class Switched:
 
     def __init__(self) -> None:
         self.mode, self.retry_after, self.calls, self.url = "", "", 0, ""
+        self.bodies: list[bytes] = []  # of every call, as received
+        self.keys: list[str] = []  # the Authorization each call carried
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Callable) -> web.StreamResponse:
         self.calls += 1
+        self.bodies.append(await request.read())  # read once, kept for the handler too
+        self.keys.append(request.headers.get("Authorization", ""))
         match self.mode:
             case "":
                 return await handler(request)
@@ -104,8 +108,9 @@ def duo_config(config: Config, a: Switched, b: Switched, tmp_path, **routing: An
     providers = {**config.providers, "sim-a": provider("openai", f"{a.url}/v1", timeout_s=routing.pop("a_timeout_s", 5)),
                  "sim-b": provider("openai", f"{b.url}/v1"), "sim-a-google": provider("google", a.url),
                  "sim-b-google": provider("google", b.url)}
+    secrets = msgspec.structs.replace(config.secrets, master_key=routing.pop("master_key", ""))
     routing_config = msgspec.structs.replace(config.routing, **{"failure_threshold": 2, "cooldown_s": 0.5, **routing})
-    return msgspec.structs.replace(config, providers=providers, routing=routing_config,
+    return msgspec.structs.replace(config, providers=providers, routing=routing_config, secrets=secrets,
                                    catalogue=msgspec.structs.replace(config.catalogue,
                                                                      path=duo_catalogue(tmp_path / "duo.json")))
 

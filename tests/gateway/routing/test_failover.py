@@ -6,8 +6,10 @@ import json
 import pytest
 
 from duo_helpers import charge_at
+from gateway import admin
+from gateway.sealing import Sealer
 from ledger.money import from_nano
-from support import sse_lines
+from support import PROVIDER_KEY, sse_lines
 
 
 async def test_a_503_fails_over_and_only_the_answer_is_charged_at_its_providers_price(duo):
@@ -144,3 +146,19 @@ async def test_every_charge_is_recorded_once(duo):
     for request_id in ids:
         assert len(await duo.completed(request_id)) == 1
     print(json.dumps(ids))
+
+
+async def test_an_organizations_own_key_applies_to_the_provider_it_is_for(make_duo):
+    duo = await make_duo(master_key="m" * 32)
+    await admin.set_provider_key(duo.gateway.ledger.recorder, Sealer("m" * 32), duo.org["org_id"], "sim-b",
+                                 "sk-org-own-sim-b-key-0123456789", providers=("sim-a", "sim-b"))
+    await duo.gateway.ledger.follower.catch_up()
+    duo.a.mode = "503"
+    response = await duo.chat()
+    assert response.status == 200 and response.headers["X-Gateway-Provider"] == "sim-b"
+    [event] = await duo.completed(response.headers["X-Request-Id"])
+    assert event.cost_inr_nano > 0 and event.charged_inr_nano == 0  # paid with its own key at sim-b
+    assert duo.b.keys[-1] == "Bearer sk-org-own-sim-b-key-0123456789" and duo.a.keys[-1] == f"Bearer {PROVIDER_KEY}"
+    duo.a.mode = ""
+    [event] = await duo.completed((await duo.chat()).headers["X-Request-Id"])
+    assert event.provider == "sim-a" and event.charged_inr_nano > 0  # sim-a: the gateway's key, from credits
