@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
@@ -14,6 +15,7 @@ import aiohttp
 import msgspec
 import pytest
 
+from gateway.catalogue import SHIPPED_PATH
 from ledger.recorder import SCHEMA_VERSION
 from support import PROVIDER_KEY, auth, decimal_json
 from gateway_helpers import (
@@ -364,6 +366,28 @@ def test_serve_exits_when_start_up_fails_instead_of_hanging(tmp_path):
     assert result.returncode == 1
     assert "No such file or directory: '/nonexistent/cat.json'" in result.stderr
     assert "gateway_ready" not in result.stderr
+
+
+def test_serve_refuses_a_catalogue_naming_a_provider_that_is_not_configured(tmp_path):
+    shipped = json.loads(SHIPPED_PATH.read_text())["data"]
+    record = {**shipped[0], "id": "elsewhere-chat", "providers": [{**shipped[0]["providers"][0], "providerId": "acme"}]}
+    catalogue = tmp_path / "catalogue.json"
+    catalogue.write_text(json.dumps({"data": [record]}))
+    cfg = write_config(tmp_path, ledger_toml(tmp_path / "ledger.db", f'[catalogue]\npath = "{catalogue}"\n'))
+    result = run_cli("serve", "--port", "0", "--config", str(cfg), timeout=20)
+    assert result.returncode == 1
+    assert "catalogue model 'elsewhere-chat', field 'providers': provider 'acme' is not configured" in result.stderr
+
+
+def test_set_provider_key_takes_any_configured_provider_and_names_them_when_refusing(tmp_path):
+    cfg = write_config(tmp_path, ledger_toml(tmp_path / "ledger.db",
+                                             '[providers.acme]\nprotocol = "openai"\nbase_url = "http://127.0.0.1:9"\n'
+                                             '[secrets]\nmaster_key = "m-0123456789abcdef"\n'))
+    org = json.loads(run_cli("admin", "create-org", "acme-users", "--config", str(cfg)).stdout)
+    done = run_cli("admin", "set-provider-key", org["org_id"], "acme", "sk-acme-0123456789", "--config", str(cfg))
+    assert done.returncode == 0 and json.loads(done.stdout)["provider"] == "acme"
+    refused = run_cli("admin", "set-provider-key", org["org_id"], "nobody", "k-0123456789", "--config", str(cfg))
+    assert refused.returncode == 1 and "acme" in refused.stderr and "'nobody'" in refused.stderr
 
 
 # --- demo -----------------------------------------------------------------------------------
