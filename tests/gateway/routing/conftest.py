@@ -102,10 +102,10 @@ class Duo:
 
 
 def duo_config(config: Config, a: Switched, b: Switched, tmp_path, **routing: Any) -> Config:
-    def provider(protocol: str, url: str, **extra: Any) -> ProviderConfig:
-        return ProviderConfig(protocol=protocol, base_url=url, api_key=PROVIDER_KEY, timeout_s=extra.get("timeout_s", 5))
+    def provider(protocol: str, url: str, timeout_s: float = 5) -> ProviderConfig:
+        return ProviderConfig(protocol=protocol, base_url=url, api_key=PROVIDER_KEY, timeout_s=timeout_s)
     tmp_path.mkdir(parents=True, exist_ok=True)
-    providers = {**config.providers, "sim-a": provider("openai", f"{a.url}/v1", timeout_s=routing.pop("a_timeout_s", 5)),
+    providers = {**config.providers, "sim-a": provider("openai", f"{a.url}/v1", routing.pop("a_timeout_s", 5)),
                  "sim-b": provider("openai", f"{b.url}/v1"), "sim-a-google": provider("google", a.url),
                  "sim-b-google": provider("google", b.url)}
     secrets = msgspec.structs.replace(config.secrets, master_key=routing.pop("master_key", ""))
@@ -133,5 +133,5 @@ async def make_duo(make_gateway, make_sim, config, tmp_path) -> AsyncIterator[Ca
 
 
 @pytest.fixture
-async def duo(make_duo) -> AsyncIterator[Duo]:
-    yield await make_duo()
+async def duo(make_duo) -> Duo:
+    return await make_duo()
