@@ -20,7 +20,7 @@ import msgspec
 import structlog
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from gateway.billing.charging import admit, bill, failed
+from gateway.billing.charging import bill
 from gateway.billing.pricing import Usage
 from gateway.catalogue import Resolved
 from gateway.errors import UpstreamError, bad_request
@@ -28,7 +28,9 @@ from gateway.facts import CLIENT, PROVIDER
 from gateway.middleware import KEY_SUBPROTOCOL
 from gateway.providers.capabilities import RealtimeProvider
 from gateway.providers.openai import BETA_HEADER, REALTIME_BETA, input_output_usage
-from gateway.resolution import REALTIME, Served, resolve
+from gateway.resolution import REALTIME, Served
+from gateway.routing import failover
+from gateway.routing.router import Plan
 from gateway.services import Caller, Services
 from gateway.state import SESSIONS
 
@@ -115,25 +117,23 @@ def wants_beta(request: web.Request) -> bool:
     return REALTIME_BETA in request.headers.get(BETA_HEADER, "") or BETA_SUBPROTOCOL in offered
 
 
-def resolve_realtime_model(services: Services, model: str) -> Served[RealtimeProvider]:
-    """The realtime model the query names and its adapter; 400 or 501 as for every route."""
+async def realtime_route(services: Services, model: str) -> Plan[Served[RealtimeProvider]]:
+    """The providers of the realtime model the query names, in order; 400 or 501 as for every route."""
     if not model:
         raise bad_request("the model query parameter is required: GET /v1/realtime?model=<model>", "model")
-    return resolve(services, model, REALTIME)
+    return await failover.plan(services, {}, model, REALTIME)
 
 
 async def open_session(services: Services, caller: Caller, model_id: str, *, beta: bool = False
                        ) -> "RealtimeSession":
-    """Resolve, admit (402 without credit or own key) and open the provider's WebSocket; a
-    provider that refuses is the client's error response, recorded and not charged."""
-    served = resolve_realtime_model(services, model_id)
-    model = served.model
-    api_key = await admit(services, caller, model.provider_id)
-    try:
-        upstream = await served.provider.open_realtime(model.upstream_model, api_key, MAX_MESSAGE_BYTES, beta=beta)
-    except UpstreamError as exc:
-        raise await failed(services, caller, ROUTE, model, model_id, exc, stream=True) from None
-    return RealtimeSession(services, caller, model, upstream, api_key)
+    """Open the WebSocket of the first provider that accepts it (402 without credit or own key);
+    when none does, the last refusal is the client's error response, recorded and not charged."""
+    route = await realtime_route(services, model_id)
+    answered = await failover.answer(
+        services, caller, route, lambda served, key: served.provider.open_realtime(
+            served.model.upstream_model, key, MAX_MESSAGE_BYTES, beta=beta),
+        path=ROUTE, model=model_id, stream=True)
+    return RealtimeSession(services, caller, answered.served.model, answered.answer, answered.api_key)
 
 
 async def end_sessions(app: web.Application) -> None:

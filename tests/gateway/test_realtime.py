@@ -287,9 +287,8 @@ async def test_provider_429_keeps_its_retry_after(gateway, org, simulator):
 
 
 def with_openai(config, **changes):
-    providers = config.providers
-    openai = msgspec.structs.replace(providers.openai, **changes)
-    return msgspec.structs.replace(config, providers=msgspec.structs.replace(providers, openai=openai))
+    openai = msgspec.structs.replace(config.providers["openai"], **changes)
+    return msgspec.structs.replace(config, providers={**config.providers, "openai": openai})
 
 
 async def test_provider_unreachable_is_502(make_gateway, config):

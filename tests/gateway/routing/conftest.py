@@ -62,7 +62,8 @@ def make_sim(aiohttp_server) -> Callable:
 
 
 def duo_catalogue(path) -> str:
-    """`duo-chat`, `duo-embed` (sim-a, then sim-b) and `duo-music` (their Google-speaking twins)."""
+    """`duo-chat`, `duo-embed`, `duo-realtime` (sim-a, then sim-b) and `duo-music` (their
+    Google-speaking twins)."""
     shipped = {record["id"]: record for record in json.loads(SHIPPED_PATH.read_text())["data"]}
 
     def duo(source: str, name: str, providers: tuple[str, str]) -> dict:
@@ -77,6 +78,7 @@ def duo_catalogue(path) -> str:
 
     records = [duo("gpt-4o-mini", "duo-chat", ("sim-a", "sim-b")),
                duo("text-embedding-3-small", "duo-embed", ("sim-a", "sim-b")),
+               duo("gpt-4o-realtime-preview", "duo-realtime", ("sim-a", "sim-b")),
                duo("tune-3-clip-preview", "duo-music", ("sim-a-google", "sim-b-google"))]
     path.write_text(json.dumps({"data": records}))
     return str(path)
@@ -95,6 +97,10 @@ class Duo:
     async def chat(self, text: str = "hello", *, model: str = "duo-chat", **extra: Any):
         body = {"model": model, "messages": [{"role": "user", "content": text}], **extra}
         return await self.gateway.client.post("/v1/chat/completions", json=body, headers=self.headers)
+
+    async def completed_route(self, route: str) -> list[RequestCompleted]:
+        return [e.event for e in await self.gateway.events()
+                if isinstance(e.event, RequestCompleted) and e.event.route == route]
 
     async def completed(self, request_id: str) -> list[RequestCompleted]:
         return [e.event for e in await self.gateway.events()

@@ -9,7 +9,7 @@ from duo_helpers import charge_at
 from gateway import admin
 from gateway.sealing import Sealer
 from ledger.money import from_nano
-from support import PROVIDER_KEY, sse_lines
+from support import PROVIDER_KEY, poll, sse_lines
 
 
 async def test_a_503_fails_over_and_only_the_answer_is_charged_at_its_providers_price(duo):
@@ -125,6 +125,15 @@ async def test_every_routed_api_fails_over(duo, path, body):
     assert response.headers["X-Gateway-Provider"] == "sim-b"
     [event] = await duo.completed(response.headers["X-Request-Id"])
     assert [a.provider for a in event.attempts] == ["sim-a", "sim-b"] and event.charged_inr_nano > 0
+
+
+async def test_a_realtime_session_fails_over_until_a_websocket_opens(duo):
+    duo.a.mode = "503"
+    async with duo.gateway.client.ws_connect("/v1/realtime?model=duo-realtime", headers=duo.headers) as ws:
+        assert (await ws.receive_json())["type"] == "session.created"
+    assert (duo.a.calls, duo.b.calls) == (1, 1)
+    [event] = await poll(lambda: duo.completed_route("/v1/realtime"))
+    assert event.provider == "sim-b" and [a.provider for a in event.attempts] == ["sim-a", "sim-b"]
 
 
 async def test_music_never_fails_over_and_calls_upstream_once(duo):
