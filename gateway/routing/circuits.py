@@ -13,7 +13,6 @@ each process keeps its own circuits.
 """
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Literal, TypeVar
@@ -21,7 +20,7 @@ from typing import Literal, TypeVar
 from redis.asyncio import Redis
 
 from gateway.config import RedisConfig, RoutingConfig
-from gateway.redis_client import FAILURES, call_budget_s
+from gateway.redis_client import FAILURES, Breaker, call_budget_s
 
 SHARED_REFRESH_S = 0.5  # how stale another process's view of a published circuit may be
 KEY_PREFIX = "gw:circuit:"
@@ -52,6 +51,7 @@ class Circuits:
     def __init__(self, config: RoutingConfig, redis: Redis | None, redis_config: RedisConfig) -> None:
         self._threshold, self._cooldown_s = config.failure_threshold, config.cooldown_s
         self._redis, self._budget_s = redis, call_budget_s(redis_config)
+        self._redis_breaker = Breaker(redis_config.cooldown_s)  # a failing Redis is skipped, not waited on
         self._circuits: dict[str, Circuit] = {}
         self._refreshed = 0.0  # monotonic time of the last read of the published circuits
 
@@ -139,14 +139,18 @@ class Circuits:
             circuit.open_until, circuit.probing = 0.0, False
 
     async def _shared(self, call: Callable[[Redis], Awaitable[T]]) -> T | None:
-        """`call(redis)`, bounded; None when Redis is not configured or fails (logged nowhere:
-        circuits then stay per process, which is what they are without Redis)."""
-        if self._redis is None:
+        """`call(redis)`, bounded; None when Redis is not configured, fails, or failed within its
+        cool-down (circuits then stay per process, which is what they are without Redis)."""
+        if self._redis is None or not self._redis_breaker.allows():
             return None
-        with contextlib.suppress(*FAILURES):
+        try:
             async with asyncio.timeout(self._budget_s):
-                return await call(self._redis)
-        return None
+                result = await call(self._redis)
+        except FAILURES:
+            self._redis_breaker.failed()
+            return None
+        self._redis_breaker.succeeded()
+        return result
 
 
 def _seconds(retry_after: str | None) -> float:
