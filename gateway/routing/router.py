@@ -14,7 +14,7 @@ from gateway.catalogue import Resolved
 from gateway.config import RoutingConfig
 from gateway.errors import bad_request
 from gateway.routing.circuits import Circuits
-from gateway.routing.preferences import FIELD, Preferences
+from gateway.routing.preferences import FIELD, NONE, Preferences
 
 LATENCY_WEIGHT = 0.2  # of the newest sample in a provider's moving average
 
@@ -57,6 +57,8 @@ class Router:
     async def plan(self, candidates: Sequence[P], preferences: Preferences, model: str) -> Plan[P]:
         """`candidates` (the catalogue's order) in the order to try them; 400 when the
         preferences leave none."""
+        if len(candidates) == 1 and preferences is NONE:  # most models: one provider, tried whatever its circuit
+            return Plan(tuple(candidates), respect_circuits=False)
         chosen = _preferred(self._sorted(_allowed(candidates, preferences, model), preferences), preferences)
         if len(chosen) > 1:
             await self.circuits.refresh(c.model.provider_id for c in chosen)
