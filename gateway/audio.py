@@ -46,11 +46,10 @@ class SpeechRequest(msgspec.Struct):
 async def open_speech(services: Services, caller: Caller, body: dict, request: SpeechRequest) -> "SpeechRelay":
     """Start the synthesis with the first provider whose first bytes arrive; failures until then
     are gateway errors."""
-    route = await failover.plan(services, body, request.model, SPEECH)
-    answered = await failover.answer(
-        services, caller, route, lambda served, key: _first_audio(served, SpeechCall(
+    answered = await failover.routed(
+        services, caller, body, request.model, SPEECH, lambda served, key: _first_audio(served, SpeechCall(
             caller.request_id, served.model.upstream_model, body, key)),
-        path=ROUTE, model=request.model, stream=True)
+        path=ROUTE, stream=True)
     upstream, chunks, first = answered.answer
     return SpeechRelay(services, caller, request, answered.served.model, upstream, chunks, first,
                        byok=answered.byok)

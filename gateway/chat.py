@@ -50,10 +50,10 @@ def chat_call(caller: Caller, body: dict, served: Served, api_key: str) -> ChatC
 
 async def complete(services: Services, caller: Caller, body: dict, request: ChatRequest) -> dict:
     """A non-streamed completion from the first provider that answers, billed before it is returned."""
-    route = await failover.plan(services, body, request.model, CHAT, with_token_limit(request))
-    answered = await failover.answer(
-        services, caller, route, lambda served, key: served.provider.chat(chat_call(caller, body, served, key)),
-        path=ROUTE, model=request.model)
+    answered = await failover.routed(
+        services, caller, body, request.model, CHAT,
+        lambda served, key: served.provider.chat(chat_call(caller, body, served, key)),
+        path=ROUTE, usable=with_token_limit(request))
     reply = answered.answer
     answer = [c.get("message", {}).get("content") for c in reply.body.get("choices") or ()]
     cost = await bill(services, caller, ROUTE, answered.served.model, reply.usage,
@@ -65,11 +65,10 @@ async def complete(services: Services, caller: Caller, body: dict, request: Chat
 async def open_stream(services: Services, caller: Caller, body: dict, request: ChatRequest) -> "StreamRelay":
     """Start a streamed completion with the first provider that accepts it; errors before then
     are ordinary error responses."""
-    route = await failover.plan(services, body, request.model, CHAT, with_token_limit(request))
-    answered = await failover.answer(
-        services, caller, route,
+    answered = await failover.routed(
+        services, caller, body, request.model, CHAT,
         lambda served, key: served.provider.open_chat_stream(chat_call(caller, body, served, key)),
-        path=ROUTE, model=request.model, stream=True)
+        path=ROUTE, stream=True, usable=with_token_limit(request))
     return StreamRelay(services, caller, request, answered.served.model, answered.answer, prompt_text(request),
                        byok=answered.byok)
 

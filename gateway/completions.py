@@ -52,10 +52,9 @@ def choice_texts(body: dict) -> list[str]:
 
 async def complete(services: Services, caller: Caller, body: dict, request: CompletionRequest) -> dict:
     """A non-streamed completion from the first provider that answers, billed before it is returned."""
-    route = await failover.plan(services, body, request.model, COMPLETION)
-    answered = await failover.answer(
-        services, caller, route, lambda served, key: served.provider.complete(chat_call(caller, body, served, key)),
-        path=ROUTE, model=request.model)
+    answered = await failover.routed(
+        services, caller, body, request.model, COMPLETION,
+        lambda served, key: served.provider.complete(chat_call(caller, body, served, key)), path=ROUTE)
     reply = answered.answer
     cost = await bill(services, caller, ROUTE, answered.served.model, reply.usage,
                       {"request": prompt_text(request), "response": choice_texts(reply.body)}, byok=answered.byok)
@@ -67,11 +66,10 @@ async def open_stream(services: Services, caller: Caller, body: dict, request: C
                       ) -> "CompletionRelay":
     """Start a streamed completion with the first provider that accepts it; errors before then
     are ordinary error responses."""
-    route = await failover.plan(services, body, request.model, COMPLETION)
-    answered = await failover.answer(
-        services, caller, route,
+    answered = await failover.routed(
+        services, caller, body, request.model, COMPLETION,
         lambda served, key: served.provider.open_completion_stream(chat_call(caller, body, served, key)),
-        path=ROUTE, model=request.model, stream=True)
+        path=ROUTE, stream=True)
     return CompletionRelay(services, caller, request, answered.served.model, answered.answer, prompt_text(request),
                            byok=answered.byok)
 

@@ -42,10 +42,9 @@ def conversation(request: MessagesRequest) -> list[dict]:
 
 async def create(services: Services, caller: Caller, body: dict, request: MessagesRequest) -> dict:
     """A non-streamed message from the first provider that answers, billed before it is returned."""
-    route = await failover.plan(services, body, request.model, CHAT)
-    answered = await failover.answer(
-        services, caller, route, lambda served, key: _ask(services, served, chat_call(caller, body, served, key)),
-        path=ROUTE, model=request.model)
+    answered = await failover.routed(
+        services, caller, body, request.model, CHAT,
+        lambda served, key: _ask(services, served, chat_call(caller, body, served, key)), path=ROUTE)
     message, usage = answered.answer
     cost = await bill(services, caller, ROUTE, answered.served.model, usage,
                       {"request": conversation(request), "response": [wire.message_text(message)]},
@@ -65,11 +64,10 @@ async def _ask(services: Services, served: Served[ChatProvider], call: ChatCall)
 async def open_stream(services: Services, caller: Caller, body: dict, request: MessagesRequest) -> "MessagesRelay":
     """Start a streamed message with the first provider that accepts it; errors before then are
     ordinary error responses."""
-    route = await failover.plan(services, body, request.model, CHAT)
-    answered = await failover.answer(
-        services, caller, route,
+    answered = await failover.routed(
+        services, caller, body, request.model, CHAT,
         lambda served, key: _open(services, served, chat_call(caller, body, served, key), request.model),
-        path=ROUTE, model=request.model, stream=True)
+        path=ROUTE, stream=True)
     return MessagesRelay(services, caller, request, answered.served.model, answered.answer, conversation(request),
                          byok=answered.byok)
 

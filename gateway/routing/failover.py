@@ -50,6 +50,14 @@ async def plan(services: Services, body: dict, model: str, capability: Capabilit
     return await services.router.plan(usable(candidates) if usable else candidates, wanted, model)
 
 
+async def routed(services: Services, caller: Caller, body: dict, model: str, capability: Capability[P],
+                 call: Callable[[Served[P], str], Awaitable[T]], *, path: str, stream: bool = False,
+                 usable: Callable[[list[Served[P]]], list[Served[P]]] | None = None) -> Answered[P, T]:
+    """`plan`, then `answer`: the whole of a request that needs nothing between the two."""
+    route = await plan(services, body, model, capability, usable)
+    return await answer(services, caller, route, call, path=path, model=model, stream=stream)
+
+
 async def answer(services: Services, caller: Caller, route: Plan[Served[P]],
                  call: Callable[[Served[P], str], Awaitable[T]], *, path: str, model: str,
                  stream: bool = False) -> Answered[P, T]:

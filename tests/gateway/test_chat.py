@@ -207,26 +207,24 @@ async def test_no_credit_left_is_402_without_upstream_call(gateway, simulator):
     assert recorded["data"] == []
 
 
-async def test_a_catalogue_naming_a_provider_that_is_not_configured_stops_start_up(make_gateway, config, tmp_path):
-    shipped = json.loads(SHIPPED_PATH.read_text())
-    [record] = [r for r in shipped["data"] if r["id"] == "gpt-4o-mini"]
-    record = {**record, "id": "mistral-small", "providers": [{**record["providers"][0], "providerId": "mistral"}]}
+def with_catalogue_of(config, tmp_path, source: str, name: str, provider: str):
+    """`config` whose catalogue is the shipped record `source`, renamed `name`, served by `provider`."""
+    [record] = [r for r in json.loads(SHIPPED_PATH.read_text())["data"] if r["id"] == source]
+    record = {**record, "id": name, "providers": [{**record["providers"][0], "providerId": provider}]}
     path = tmp_path / "catalogue.json"
     path.write_text(json.dumps({"data": [record]}))
+    return msgspec.structs.replace(config, catalogue=msgspec.structs.replace(config.catalogue, path=str(path)))
+
+
+async def test_a_catalogue_naming_a_provider_that_is_not_configured_stops_start_up(make_gateway, config, tmp_path):
     with pytest.raises(CatalogueError, match=r"'mistral-small'.*provider 'mistral' is not configured"):
-        await make_gateway(msgspec.structs.replace(config, catalogue=msgspec.structs.replace(config.catalogue,
-                                                                                           path=str(path))))
+        await make_gateway(with_catalogue_of(config, tmp_path, "gpt-4o-mini", "mistral-small", "mistral"))
 
 
 async def test_a_model_whose_provider_speaks_no_protocol_for_its_kind_is_501(make_gateway, config, tmp_path):
     # An operator's catalogue may list an embedding model on a provider whose protocol has none.
-    shipped = json.loads(SHIPPED_PATH.read_text())
-    [record] = [r for r in shipped["data"] if r["id"] == "text-embedding-3-small"]
-    record = {**record, "id": "claude-embed", "providers": [{**record["providers"][0], "providerId": "anthropic"}]}
-    path = tmp_path / "catalogue.json"
-    path.write_text(json.dumps({"data": [record]}))
-    gateway = await make_gateway(msgspec.structs.replace(
-        config, catalogue=msgspec.structs.replace(config.catalogue, path=str(path))))
+    gateway = await make_gateway(with_catalogue_of(config, tmp_path, "text-embedding-3-small", "claude-embed",
+                                                   "anthropic"))
     org = await gateway.new_org("1")
     response = await gateway.client.post("/v1/embeddings", json={"model": "claude-embed", "input": "hi"},
                                          headers=auth(org["api_key"]))
