@@ -1,8 +1,11 @@
 """Choosing among a model's providers: the configured strategy (priority, price, latency) and a
 request's own `provider` object (OpenRouter's, sent through the SDKs' extra_body)."""
 
+import msgspec
 import openai
 import pytest
+
+from support import auth
 
 
 def sdk(duo) -> openai.AsyncOpenAI:
@@ -73,3 +76,17 @@ async def test_a_malformed_provider_object_is_a_400_naming_it(duo, preferences, 
     assert response.status == 400 and body["error"]["param"] == "provider"
     assert words in body["error"]["message"]
     assert (duo.a.calls, duo.b.calls) == (0, 0)
+
+
+async def test_the_shipped_catalogue_serves_gpt_oss_on_groq_then_openrouter(make_gateway, config, simulator):
+    dead = msgspec.structs.replace(config.providers["groq"], base_url="http://127.0.0.1:1/v1")  # nothing listens
+    gateway = await make_gateway(msgspec.structs.replace(config, providers={**config.providers, "groq": dead}))
+    org = await gateway.new_org("10")
+    body = {"model": "gpt-oss-120b", "messages": [{"role": "user", "content": "hi"}]}
+    response = await gateway.client.post("/v1/chat/completions", json=body, headers=auth(org["api_key"]))
+    assert response.status == 200 and response.headers["X-Gateway-Provider"] == "openrouter"
+    [upstream] = (await (await gateway.client.session.get(simulator.make_url("/_sim/requests"))).json())["data"]
+    assert upstream["body"]["model"] == "openai/gpt-oss-120b"  # openrouter's own name for it
+    pinned = await gateway.client.post("/v1/chat/completions", json={**body, "model": "groq/gpt-oss-120b"},
+                                       headers=auth(org["api_key"]))
+    assert pinned.status == 502 and (await pinned.json())["error"]["usedProvider"] == "groq"
