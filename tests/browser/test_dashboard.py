@@ -7,6 +7,8 @@ import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+import msgspec
+
 from gateway import admin
 from gateway.state import SERVICES
 from support import auth, chat_body, decimal_json, post_chat
@@ -327,3 +329,25 @@ async def test_csp_headers_and_no_violation(hosted, hosted_org, ui):
     assert await page.evaluate("typeof window.__xss") == "undefined"
     await ui.shot(page, "used")
     await ui.healthy(page)
+
+
+async def test_details_list_every_provider_a_request_tried(make_gateway, config, ui):
+    # groq answers nothing (no server on its port): gpt-oss-120b fails over to openrouter.
+    dead = msgspec.structs.replace(config.providers["groq"], base_url="http://127.0.0.1:1/v1")
+    gateway = await make_gateway(msgspec.structs.replace(config, providers={**config.providers, "groq": dead}))
+    org = await gateway.new_org("100")
+    response = await post_chat(gateway, org, chat_body(model="gpt-oss-120b"))
+    assert response.headers["X-Gateway-Provider"] == "openrouter"
+    page = await ui.open(gateway)
+    await ui.sign_in(page, org["api_key"])
+    await ui.section(page, "Requests")
+    await row(page, response.headers["X-Request-Id"]).get_by_role("button").click()
+    dialog = page.locator("dialog#details")
+    await expect(dialog.locator('[data-field="Provider"]')).to_have_text("openrouter")
+    attempts = dialog.locator('[data-field="Attempts"] li')
+    await expect(attempts).to_have_count(2)
+    await expect(attempts.nth(0)).to_contain_text("groq: 502")
+    await expect(attempts.nth(0)).to_contain_text("connection failed")
+    await expect(attempts.nth(1)).to_have_attribute("data-provider", "openrouter")
+    await expect(attempts.nth(1)).to_contain_text("openrouter: 200")
+    await ui.shot(page, "attempts")
