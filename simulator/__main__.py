@@ -1,5 +1,5 @@
 """CLI: ``python -m simulator [--host H] [--port P] [--latency-ms N] [--tokens-per-second X]
-[--completion-tokens N]``.
+[--completion-tokens N] [--outage 503|hang|drop]``.
 
 Once listening it prints exactly one JSON line to stdout,
 ``{"event": "simulator_ready", "url": "http://<host>:<port>"}``, so a parent process
@@ -11,10 +11,12 @@ import asyncio
 import signal
 import sys
 
+import msgspec
 import orjson
 from aiohttp import web
 
 from simulator.app import create_app
+from simulator.outage import Outage
 from simulator.settings import Settings
 
 # Hanging requests would otherwise hold shutdown for aiohttp's default 60 s.
@@ -29,7 +31,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--latency-ms", type=int, default=0)
     parser.add_argument("--tokens-per-second", type=float, default=0)
     parser.add_argument("--completion-tokens", type=int, default=16)
+    parser.add_argument("--outage", default="", type=_outage, help="fail every provider request: a status (503), hang or drop;"
+                                                      " POST /_sim/outage changes it at run time")
     return parser.parse_args(argv)
+
+
+def _outage(text: str) -> str:
+    try:
+        Outage.named(text)
+    except (ValueError, msgspec.ValidationError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an error status (400-599), hang or drop") from None
+    return text
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -38,6 +50,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         latency_ms=args.latency_ms,
         tokens_per_second=args.tokens_per_second,
         completion_tokens=args.completion_tokens,
+        outage=args.outage,
     )
 
 

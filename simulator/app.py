@@ -5,6 +5,7 @@ from aiohttp import web
 from simulator import anthropic_messages, gemini_routes, openai_audio, openai_chat, openai_embeddings
 from simulator import anthropic_count_tokens, openai_completions, openai_realtime, openai_responses
 from simulator.auth import auth_middleware
+from simulator.outage import Outage, add_outage, outage_middleware
 from simulator.recording import RECORDER_KEY, Recorder, add_control_routes, recording_middleware
 from simulator.settings import SETTINGS_KEY, Settings
 
@@ -16,7 +17,7 @@ def create_app(settings: Settings) -> web.Application:
     """A fresh simulator app; all its state (settings, request record) hangs off the app."""
     # Recording is outermost so that requests rejected by auth are recorded too.
     app = web.Application(
-        middlewares=[recording_middleware, auth_middleware], client_max_size=MAX_REQUEST_BYTES
+        middlewares=[recording_middleware, auth_middleware, outage_middleware], client_max_size=MAX_REQUEST_BYTES
     )
     app[SETTINGS_KEY] = settings
     app[RECORDER_KEY] = Recorder()
@@ -30,4 +31,5 @@ def create_app(settings: Settings) -> web.Application:
     anthropic_count_tokens.add_routes(app)
     gemini_routes.add_routes(app)
     add_control_routes(app)
+    add_outage(app, Outage.named(settings.outage))
     return app

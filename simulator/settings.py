@@ -13,12 +13,14 @@ class Settings(msgspec.Struct, frozen=True):
     echo_key: refuse every provider request with its family's 401, quoting the key received
         as real providers do (as it is, in `Bearer <key>` and URL-encoded), so tests can check
         that no key travels on to a client, a log or the ledger.
+    outage: start in an outage (`simulator.outage`): a status such as "503", "hang" or "drop".
     """
 
     latency_ms: int = 0
     tokens_per_second: float = 0
     completion_tokens: int = 16
     echo_key: bool = False
+    outage: str = ""
 
 
 SETTINGS_KEY = web.AppKey("settings", Settings)

@@ -1,15 +1,14 @@
 """One model served by two providers: two simulator instances, `sim-a` first and `sim-b` second,
-each behind a switch the test throws to make it fail (and a count of the calls it received)."""
+each put into an outage by the test through its own control route (`POST /_sim/outage`)."""
 
-import asyncio
 import copy
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import aiohttp
 import msgspec
 import pytest
-from aiohttp import web
 
 from gateway.catalogue import SHIPPED_PATH
 from gateway.config import Config, ProviderConfig
@@ -22,43 +21,38 @@ from support import PROVIDER_KEY
 
 
 
-class Switched:
-    """A simulator whose provider calls fail as `mode` says: "" answers; "503", "500", "429",
-    "400" answer that status; "hang" never answers; "drop" closes the connection unanswered."""
+class Sim:
+    """A simulator instance, driven through its control routes: `outage` makes every provider call
+    fail ("503", "429", "400"... answer that status; "hang" never answers; "drop" closes the
+    connection unanswered; "" ends it), and its record says what it received."""
 
-    def __init__(self) -> None:
-        self.mode, self.retry_after, self.calls, self.url = "", "", 0, ""
-        self.bodies: list[bytes] = []  # of every call, as received
-        self.keys: list[str] = []  # the Authorization each call carried
+    def __init__(self, url: str, session: aiohttp.ClientSession) -> None:
+        self.url, self._session = url, session
 
-    @web.middleware
-    async def middleware(self, request: web.Request, handler: Callable) -> web.StreamResponse:
-        self.calls += 1
-        self.bodies.append(await request.read())  # read once, kept for the handler too
-        self.keys.append(request.headers.get("Authorization", ""))
-        match self.mode:
-            case "":
-                return await handler(request)
-            case "hang":
-                await asyncio.sleep(3600)
-            case "drop":
-                assert request.transport is not None
-                request.transport.abort()
-                await asyncio.sleep(0.05)
-        headers = {"Retry-After": self.retry_after} if self.retry_after else {}
-        return web.json_response({"error": {"message": f"simulated {self.mode}", "type": "server_error"}},
-                                 status=int(self.mode), headers=headers)
+    async def outage(self, mode: str, retry_after: str | None = None) -> None:
+        body = {"hang": True} if mode == "hang" else {"drop": True} if mode == "drop" else \
+            {"status": int(mode), "retry_after": retry_after} if mode else {}
+        async with self._session.post(f"{self.url}/_sim/outage", json=body) as response:
+            assert response.status == 200, await response.text()
+
+    async def records(self) -> list[dict]:
+        async with self._session.get(f"{self.url}/_sim/requests") as response:
+            return (await response.json())["data"]
+
+    async def count(self) -> int:
+        return len(await self.records())
+
+    async def last(self) -> dict:
+        return (await self.records())[-1]
 
 
 @pytest.fixture
-def make_sim(aiohttp_server) -> Callable:
-    async def start(**settings: Any) -> Switched:
-        switched = Switched()
-        app = create_simulator(Settings(**settings))
-        app.middlewares.append(switched.middleware)
-        switched.url = str((await aiohttp_server(app)).make_url("")).rstrip("/")
-        return switched
-    return start
+async def make_sim(aiohttp_server) -> AsyncIterator[Callable]:
+    async with aiohttp.ClientSession() as session:
+        async def start(**settings: Any) -> Sim:
+            server = await aiohttp_server(create_simulator(Settings(**settings)))
+            return Sim(str(server.make_url("")).rstrip("/"), session)
+        yield start
 
 
 def duo_catalogue(path) -> str:
@@ -87,12 +81,16 @@ def duo_catalogue(path) -> str:
 class Duo:
     """A gateway in front of sims `a` and `b`, an org with credits, and what to check after."""
 
-    def __init__(self, gateway, a: Switched, b: Switched, org: dict) -> None:
+    def __init__(self, gateway, a: Sim, b: Sim, org: dict) -> None:
         self.gateway, self.a, self.b, self.org = gateway, a, b, org
 
     @property
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.org['api_key']}"}
+
+    async def calls(self) -> tuple[int, int]:
+        """How many provider calls sim-a and sim-b have received."""
+        return await self.a.count(), await self.b.count()
 
     async def chat(self, text: str = "hello", *, model: str = "duo-chat", **extra: Any):
         body = {"model": model, "messages": [{"role": "user", "content": text}], **extra}
@@ -107,7 +105,7 @@ class Duo:
                 if isinstance(e.event, RequestCompleted) and e.event.request_id == request_id]
 
 
-def duo_config(config: Config, a: Switched, b: Switched, tmp_path, **routing: Any) -> Config:
+def duo_config(config: Config, a: Sim, b: Sim, tmp_path, **routing: Any) -> Config:
     def provider(protocol: str, url: str, timeout_s: float = 5) -> ProviderConfig:
         return ProviderConfig(protocol=protocol, base_url=url, api_key=PROVIDER_KEY, timeout_s=timeout_s)
     tmp_path.mkdir(parents=True, exist_ok=True)

@@ -19,38 +19,38 @@ async def circuit_state(duo, provider: str) -> float:
 
 
 async def test_the_circuit_opens_skips_probes_and_closes(duo):  # failure_threshold 2, cooldown 0.5 s
-    duo.a.mode = "503"
+    await duo.a.outage("503")
     for _ in range(2):
         assert (await duo.chat()).headers["X-Gateway-Provider"] == "sim-b"
-    assert duo.a.calls == 2 and await circuit_state(duo, "sim-a") == 2  # open
+    assert await duo.a.count() == 2 and await circuit_state(duo, "sim-a") == 2  # open
     skipped = await duo.chat()
-    assert skipped.headers["X-Gateway-Provider"] == "sim-b" and duo.a.calls == 2  # not even tried
+    assert skipped.headers["X-Gateway-Provider"] == "sim-b" and await duo.a.count() == 2  # not even tried
     [event] = await duo.completed(skipped.headers["X-Request-Id"])
     assert [a.provider for a in event.attempts] == ["sim-b"]
-    duo.a.mode = ""
+    await duo.a.outage("")
     await asyncio.sleep(0.6)
     assert await circuit_state(duo, "sim-a") == 1  # half-open: one probe may go
     probe = await duo.chat()
-    assert probe.headers["X-Gateway-Provider"] == "sim-a" and duo.a.calls == 3
+    assert probe.headers["X-Gateway-Provider"] == "sim-a" and await duo.a.count() == 3
     assert await circuit_state(duo, "sim-a") == 0
     assert (await duo.chat()).headers["X-Gateway-Provider"] == "sim-a"
 
 
 async def test_a_failed_probe_opens_the_circuit_again(duo):
-    duo.a.mode = "503"
+    await duo.a.outage("503")
     for _ in range(2):
         await duo.chat()
     await asyncio.sleep(0.6)
-    assert (await duo.chat()).headers["X-Gateway-Provider"] == "sim-b" and duo.a.calls == 3  # the probe failed
-    assert (await duo.chat()).headers["X-Gateway-Provider"] == "sim-b" and duo.a.calls == 3  # open again
+    assert (await duo.chat()).headers["X-Gateway-Provider"] == "sim-b" and await duo.a.count() == 3  # the probe failed
+    assert (await duo.chat()).headers["X-Gateway-Provider"] == "sim-b" and await duo.a.count() == 3  # open again
 
 
 async def test_a_429_with_retry_after_opens_the_circuit_at_once_for_as_long_as_it_asks(duo):
-    duo.a.mode, duo.a.retry_after = "429", "1"
+    await duo.a.outage("429", retry_after="1")
     assert (await duo.chat()).headers["X-Gateway-Provider"] == "sim-b"
     assert (await duo.chat()).headers["X-Gateway-Provider"] == "sim-b"
-    assert duo.a.calls == 1  # one failure, yet skipped: it asked for a second
-    duo.a.mode = ""
+    assert await duo.a.count() == 1  # one failure, yet skipped: it asked for a second
+    await duo.a.outage("")
     await asyncio.sleep(0.7)
     assert await circuit_state(duo, "sim-a") == 2  # still open after the 0.5 s cooldown: it asked for 1 s
     await asyncio.sleep(0.4)
@@ -58,24 +58,25 @@ async def test_a_429_with_retry_after_opens_the_circuit_at_once_for_as_long_as_i
 
 
 async def test_a_request_refused_with_400_does_not_count_against_the_circuit(duo):
-    duo.a.mode = "400"
+    await duo.a.outage("400")
     for _ in range(3):
         assert (await duo.chat()).status == 400
-    assert duo.a.calls == 3 and await circuit_state(duo, "sim-a") == 0
+    assert await duo.a.count() == 3 and await circuit_state(duo, "sim-a") == 0
 
 
 async def test_when_every_circuit_is_open_the_request_still_tries_them(duo):
-    duo.a.mode, duo.b.mode = "503", "503"
+    await duo.a.outage("503")
+    await duo.b.outage("503")
     for _ in range(2):
         assert (await duo.chat()).status == 502
     assert await circuit_state(duo, "sim-a") == 2 and await circuit_state(duo, "sim-b") == 2
-    duo.b.mode = ""
+    await duo.b.outage("")
     response = await duo.chat()  # a breaker moves traffic; it never invents an outage
     assert response.status == 200 and response.headers["X-Gateway-Provider"] == "sim-b"
 
 
 async def test_attempts_and_failovers_are_counted_by_provider_and_reason(duo):
-    duo.a.mode = "503"
+    await duo.a.outage("503")
     await duo.chat()
     text = await (await duo.gateway.client.get("/metrics")).text()
     assert 'gateway_failovers_total{provider="sim-a",reason="503"} 1.0' in text
@@ -100,11 +101,11 @@ async def test_a_circuit_opened_by_one_gateway_is_skipped_by_another_through_red
     first.gateway = await make_gateway(duo_config(with_redis, first.a, first.b, tmp_path / "one", cooldown_s=5))
     second = await make_gateway(duo_config(with_redis, first.a, first.b, tmp_path / "two", cooldown_s=5))
     org_one, org_two = await first.gateway.new_org("10"), await second.new_org("10")
-    first.a.mode = "503"
+    await first.a.outage("503")
     for _ in range(2):
         first.org = org_one
         assert (await first.chat()).headers["X-Gateway-Provider"] == "sim-b"
-    assert first.a.calls == 2
+    assert await first.a.count() == 2
     first.gateway, first.org = second, org_two  # the other replica, which has never seen sim-a fail
     response = await first.chat()
-    assert response.headers["X-Gateway-Provider"] == "sim-b" and first.a.calls == 2
+    assert response.headers["X-Gateway-Provider"] == "sim-b" and await first.a.count() == 2
