@@ -31,8 +31,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--latency-ms", type=int, default=0)
     parser.add_argument("--tokens-per-second", type=float, default=0)
     parser.add_argument("--completion-tokens", type=int, default=16)
-    parser.add_argument("--outage", default="", type=_outage, help="fail every provider request: a status (503), hang or drop;"
-                                                      " POST /_sim/outage changes it at run time")
+    parser.add_argument("--outage", default="", type=_outage,
+                        help="fail every provider request: a status (503), hang or drop; POST /_sim/outage changes it")
     return parser.parse_args(argv)
 
 
