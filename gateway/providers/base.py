@@ -2,8 +2,8 @@
 (what each adapter can do: gateway.providers.capabilities).
 
 Adapters speak their provider's wire format and hand back OpenAI-shaped results, so the rest
-of the gateway never sees a provider's own format. Adding a provider is one module plus
-catalogue rows.
+of the gateway never sees a provider's own format. A provider speaking a protocol the gateway
+has is configuration (`[providers.<id>]`) plus catalogue rows; a new protocol is one module.
 """
 
 from collections.abc import AsyncIterator
