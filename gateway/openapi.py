@@ -120,7 +120,8 @@ OPERATIONS = MappingProxyType({
         Param.whole(request_log.LIMIT),
         Param("before", {"type": "string", "pattern": request_log.LOG_ID_PATTERN}, "a page's next_cursor"),
         Param("route"), Param("model"), Param.whole(request_log.STATUS))),
-    ("GET", "/v1/logs/{log_id}"): Operation("One request of the log, with its text if kept"),
+    ("GET", "/v1/logs/{log_id}"): Operation("One request of the log: the provider that answered, every attempt,"
+                                            " and its text if kept"),
     ("GET", "/v1/keys"): Operation("The organization's API keys"),
     ("POST", "/v1/keys"): Operation("A new API key (admin keys only)", org_keys.NewKey, answers={"201": (JSON,)}),
     ("DELETE", "/v1/keys/{key_id}"): Operation("Revoke an API key (admin keys only)"),
