@@ -32,12 +32,13 @@ T = TypeVar("T")
 class Circuit:
     """One provider's breaker in this process. Times are wall-clock seconds, as published."""
 
-    __slots__ = ("failures", "open_until", "probing")
+    __slots__ = ("adopted", "failures", "open_until", "probing")
 
     def __init__(self) -> None:
         self.failures = 0
         self.open_until = 0.0  # 0: closed
         self.probing = False  # a request is probing the half-open circuit
+        self.adopted = False  # opened by another process (read from Redis), not by this one
 
     def state(self, now: float) -> State:
         if not self.open_until:
@@ -101,7 +102,7 @@ class Circuits:
         if circuit is None or (not circuit.failures and not circuit.open_until):
             return  # the common case: nothing to change, nothing to publish
         was_open = bool(circuit.open_until)
-        circuit.failures, circuit.open_until, circuit.probing = 0, 0.0, False
+        circuit.failures, circuit.open_until, circuit.probing, circuit.adopted = 0, 0.0, False, False
         if was_open:
             await self._shared(lambda redis: redis.delete(KEY_PREFIX + provider))
 
@@ -113,7 +114,7 @@ class Circuits:
         if not (asked or circuit.probing or circuit.failures >= self._threshold):
             return
         circuit.open_until = time.time() + (asked or self._cooldown_s)
-        circuit.probing = False
+        circuit.probing = circuit.adopted = False
         until, ttl_ms = circuit.open_until, int((asked or self._cooldown_s) * 1000) + 1
         await self._shared(lambda redis: redis.set(KEY_PREFIX + provider, repr(until), px=ttl_ms))
 
@@ -129,14 +130,17 @@ class Circuits:
             self._adopt(name, value)
 
     def _adopt(self, provider: str, value: bytes | str | None) -> None:
-        """A published circuit opens this process's too; a withdrawn one closes a circuit this
-        process did not open itself (its own it keeps until it cools)."""
+        """A published circuit opens this process's too; one withdrawn (a probe succeeded, or it
+        cooled) closes a circuit this process adopted (its own it keeps until it cools)."""
         circuit = self._circuit(provider)
-        until = float(value) if value else 0.0
+        try:
+            until = float(value) if value else 0.0
+        except ValueError:
+            return  # not ours to read: no circuit is opened by a value that is not a time
         if until > circuit.open_until:
-            circuit.open_until, circuit.probing = until, False
-        elif not until and circuit.failures < self._threshold and circuit.open_until:
-            circuit.open_until, circuit.probing = 0.0, False
+            circuit.open_until, circuit.probing, circuit.adopted = until, False, True
+        elif not until and circuit.adopted:
+            circuit.open_until, circuit.probing, circuit.adopted = 0.0, False, False
 
     async def _shared(self, call: Callable[[Redis], Awaitable[T]]) -> T | None:
         """`call(redis)`, bounded; None when Redis is not configured, fails, or failed within its

@@ -71,11 +71,11 @@ async def answer(services: Services, caller: Caller, route: Plan[Served[P]],
         provider = served.model.provider_id
         if len(tried) >= config.max_attempts or (last and asyncio.get_running_loop().time() >= deadline):
             break
+        api_key = await admit(services, caller, provider)  # before a probe is claimed: a 402 claims none
         if route.respect_circuits and not circuits.acquire(provider):
             continue  # another request is probing it
         if last is not None:
             services.metrics.observe_failover(last[0].model.provider_id, last[1].reason)
-        api_key = await admit(services, caller, provider)
         caller.facts.provider = provider
         started = time.monotonic()
         try:

@@ -9,6 +9,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from conftest import duo_config
+from gateway import admin
+from gateway.sealing import Sealer
 from support import need_service
 
 
@@ -109,3 +111,32 @@ async def test_a_circuit_opened_by_one_gateway_is_skipped_by_another_through_red
     first.gateway, first.org = second, org_two  # the other replica, which has never seen sim-a fail
     response = await first.chat()
     assert response.headers["X-Gateway-Provider"] == "sim-b" and await first.a.count() == 2
+
+
+async def test_a_request_refused_before_its_call_leaves_the_probe_to_the_next(make_duo):
+    duo = await make_duo(master_key="m" * 32)
+    await duo.a.outage("503")
+    for _ in range(2):
+        await duo.chat()
+    await duo.a.outage("")
+    await asyncio.sleep(0.6)  # half-open
+    paying, broke = duo.org, await duo.gateway.new_org("0")
+    # Its own key for another provider lets it past the door; for sim-a it has neither key nor credit.
+    await admin.set_provider_key(duo.gateway.ledger.recorder, Sealer("m" * 32), broke["org_id"], "sim-b",
+                                 "sk-own-sim-b-0123456789", providers=("sim-a", "sim-b"))
+    await duo.gateway.ledger.follower.catch_up()
+    duo.org = broke
+    assert (await duo.chat()).status == 402 and await duo.a.count() == 2  # refused before sim-a was called
+    duo.org = paying
+    assert (await duo.chat()).headers["X-Gateway-Provider"] == "sim-a"  # the probe was still free
+
+
+async def test_a_value_in_redis_that_is_not_a_time_is_ignored(make_duo, make_gateway, config, tmp_path, redis_url):
+    client = aioredis.Redis.from_url(redis_url)
+    await client.set("gw:circuit:sim-a", "not-a-time")
+    await client.aclose()
+    duo = await make_duo()
+    with_redis = msgspec.structs.replace(config, redis=msgspec.structs.replace(config.redis, url=redis_url))
+    duo.gateway = await make_gateway(duo_config(with_redis, duo.a, duo.b, tmp_path / "redis"))
+    duo.org = await duo.gateway.new_org("10")
+    assert (await duo.chat()).headers["X-Gateway-Provider"] == "sim-a"
