@@ -63,13 +63,14 @@ async def answer(services: Services, caller: Caller, route: Plan[Served[P]],
                  stream: bool = False) -> Answered[P, T]:
     """`call(served, api_key)` on each provider of `route` until one answers; when none does,
     the last failure is recorded (not charged) and raised as the client's error."""
-    config, circuits = services.config.routing, services.router.circuits
-    deadline = asyncio.get_running_loop().time() + config.deadline_s - (time.monotonic() - caller.started)
+    config, circuits, loop = services.config.routing, services.router.circuits, asyncio.get_running_loop()
+    deadline = loop.time() + config.deadline_s - (time.monotonic() - caller.started)
+    bounded = len(route.candidates) > 1  # the deadline bounds failing over; one provider has its own timeout
     tried: list[Attempt] = caller.facts.attempts
     last: tuple[Served[P], UpstreamError] | None = None
     for served in route.candidates:
         provider = served.model.provider_id
-        if len(tried) >= config.max_attempts or (last and asyncio.get_running_loop().time() >= deadline):
+        if len(tried) >= config.max_attempts or (last and loop.time() >= deadline):
             break
         api_key = await admit(services, caller, provider)  # before a probe is claimed: a 402 claims none
         if route.respect_circuits and not circuits.acquire(provider):
@@ -79,7 +80,8 @@ async def answer(services: Services, caller: Caller, route: Plan[Served[P]],
         caller.facts.provider = provider
         started = time.monotonic()
         try:
-            result = await _within(deadline, call(served, api_key), provider, config.deadline_s)
+            attempt = call(served, api_key)
+            result = await (_within(deadline, attempt, provider, config.deadline_s) if bounded else attempt)
         except UpstreamError as exc:
             _tried(services, tried, provider, started, exc)
             if not exc.fails_over:
