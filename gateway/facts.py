@@ -11,8 +11,6 @@ under `asyncio.shield`) still reaches the line.
 
 import msgspec
 
-from ledger.events import Attempt
-
 CLIENT = "client"
 PROVIDER = "provider"
 
@@ -27,7 +25,7 @@ class RequestFacts(msgspec.Struct, omit_defaults=True):
     ws_close_code: int | None = None
     closed_by: str | None = None
     cost_headers: dict[str, str] | None = None  # not logged: cost_inr says it there
-    attempts: list[Attempt] = msgspec.field(default_factory=list)  # upstream calls (gateway.routing.failover)
+    failed_over: list[str] | None = None  # providers the request left for another (gateway.routing.failover)
 
     def update(self, **facts: object) -> None:
         """Set the named facts; a name that is not a field is an AttributeError (a typo fails)."""
@@ -47,6 +45,4 @@ class RequestFacts(msgspec.Struct, omit_defaults=True):
         """The facts that are set, by name (the cost headers aside)."""
         fields = msgspec.to_builtins(self)  # omit_defaults: the unset ones are left out
         fields.pop("cost_headers", None)
-        if len(attempts := fields.pop("attempts", ())) > 1:
-            fields["failed_over"] = [attempt["provider"] for attempt in attempts[:-1]]
         return fields

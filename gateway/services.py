@@ -17,6 +17,7 @@ from gateway.provider_keys import ProviderKeys
 from gateway.providers.capabilities import Providers
 from gateway.redaction import Redactor
 from gateway.routing.router import Router
+from ledger.events import Attempt
 from ledger.recorder import Recorder
 from ledger.writer import GroupCommitWriter
 from storage.objects import ObjectStore
@@ -56,6 +57,8 @@ class Caller(msgspec.Struct, frozen=True):
     started: float = msgspec.field(default_factory=time.monotonic)
     # What the request turned out to be, for its log line and metrics (gateway.facts)
     facts: RequestFacts = msgspec.field(default_factory=RequestFacts)
+    # Its upstream calls, in order, for its ledger event (gateway.routing.failover)
+    attempts: list[Attempt] = msgspec.field(default_factory=list)
 
     @property
     def org_id(self) -> str:

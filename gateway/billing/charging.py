@@ -103,7 +103,7 @@ def request_event(caller: Caller, outcome: Outcome, content: Content | None = No
         charged_inr_nano=outcome.charged_inr_nano,
         usd_to_inr=str(outcome.cost.rate), latency_ms=caller.elapsed_ms(), error=outcome.error,
         content_id=content.content_id if content else "", content_hash=content.sha256 if content else "",
-        attempts=tuple(caller.facts.attempts))
+        attempts=tuple(caller.attempts))
 
 
 def retained(services: Services, caller: Caller, suffix: str, text: object) -> Content | None:

@@ -4,7 +4,7 @@ A provider that fails in a way another could cure (`UpstreamError.fails_over`: a
 error, a timeout, 429 or 5xx) counts against its circuit and the next is tried, up to
 `[routing] max_attempts` providers and until `deadline_s` after the request began; any other
 failure is the request's. Only the answer is charged, at the price of the provider that gave it
-(its `Resolved`); every attempt is recorded in the request's ledger event (`RequestFacts.attempts`).
+(its `Resolved`); every attempt is recorded in the request's ledger event (`Caller.attempts`).
 A stream is "answered" once its provider has accepted it: after that nothing fails over, since
 what the client has been sent cannot be taken back.
 """
@@ -66,7 +66,7 @@ async def answer(services: Services, caller: Caller, route: Plan[Served[P]],
     config, circuits, loop = services.config.routing, services.router.circuits, asyncio.get_running_loop()
     deadline = loop.time() + config.deadline_s - (time.monotonic() - caller.started)
     bounded = len(route.candidates) > 1  # the deadline bounds failing over; one provider has its own timeout
-    tried: list[Attempt] = caller.facts.attempts
+    tried: list[Attempt] = caller.attempts
     last: tuple[Served[P], UpstreamError] | None = None
     for served in route.candidates:
         provider = served.model.provider_id
@@ -76,7 +76,7 @@ async def answer(services: Services, caller: Caller, route: Plan[Served[P]],
         if route.respect_circuits and not circuits.acquire(provider):
             continue  # another request is probing it
         if last is not None:
-            services.metrics.observe_failover(last[0].model.provider_id, last[1].reason)
+            _failing_over(services, caller, last[0].model.provider_id, last[1])
         caller.facts.provider = provider
         started = time.monotonic()
         try:
@@ -109,6 +109,12 @@ async def _within(deadline: float, call: Awaitable[T], provider: str, deadline_s
     except TimeoutError:
         raise UpstreamError(504, f"{provider} did not answer within the routing deadline ({deadline_s:g} s)",
                             reason="deadline") from None
+
+
+def _failing_over(services: Services, caller: Caller, provider: str, failure: UpstreamError) -> None:
+    """Note that the request left `provider` for the next, in its log line and the metrics."""
+    caller.facts.failed_over = [*(caller.facts.failed_over or ()), provider]
+    services.metrics.observe_failover(provider, failure.reason)
 
 
 def _tried(services: Services, tried: list[Attempt], provider: str, started: float,
