@@ -174,13 +174,13 @@ class Config(Section, frozen=True):
     secrets: SecretsConfig = SecretsConfig()
     providers: dict[str, ProviderConfig] = msgspec.field(default_factory=_shipped_providers)
     routing: RoutingConfig = RoutingConfig()
+    catalogue: CatalogueConfig = CatalogueConfig()
 
     def __post_init__(self) -> None:
         for name in self.providers:
             if not PROVIDER_ID.fullmatch(name):
                 raise ValueError(f"provider id {name!r} must be lower-case letters, digits, '-', '_' or '.'"
                                  " (it prefixes model ids as provider/model)")
-    catalogue: CatalogueConfig = CatalogueConfig()
 
 
 def load(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
@@ -205,9 +205,10 @@ def _check_providers(tables: Any) -> None:
         try:
             msgspec.convert(table, ProviderConfig, strict=False)
         except msgspec.ValidationError as exc:
-            where = str(exc).replace("`$", f"`$.providers.{name}")
-            raise ConfigError(f"invalid configuration: {where}" + ("" if "`$" in str(exc) else
-                                                                   f" - at `$.providers.{name}`")) from None
+            message = str(exc)  # "... - at `$.key`", or no location for the table as a whole
+            located = message.replace("`$", f"`$.providers.{name}") if "`$" in message else \
+                f"{message} - at `$.providers.{name}`"
+            raise ConfigError(f"invalid configuration: {located}") from None
 
 
 def _merge(base: dict, update: dict) -> dict:

@@ -69,8 +69,6 @@ def _client_gone(request: web.Request) -> bool:
     return transport is None or transport.is_closing()
 
 
-
-
 async def add_request_id(request: web.Request, response: web.StreamResponse) -> None:
     """on_response_prepare: every response, streamed ones included, names its request id (as
     `request-id` too on Anthropic's routes, where its SDK reads it); one whose cost is known

@@ -1,6 +1,7 @@
 """Provider adapters, one module per wire protocol."""
 
 from collections.abc import Mapping
+from typing import TypeVar
 
 from gateway.config import ProviderConfig
 from gateway.providers.anthropic import AnthropicProvider
@@ -9,6 +10,8 @@ from gateway.providers.google import GoogleProvider
 from gateway.providers.http import Upstream
 from gateway.providers.openai import OpenAIProvider
 from gateway.providers.openai_responses import OpenAIResponses
+
+A = TypeVar("A", OpenAIProvider, AnthropicProvider, GoogleProvider)
 
 
 def build(configs: Mapping[str, ProviderConfig], upstream: Upstream) -> Providers:
@@ -25,5 +28,5 @@ def build(configs: Mapping[str, ProviderConfig], upstream: Upstream) -> Provider
                      realtime=_by_id(openai), music=_by_id(google))
 
 
-def _by_id(adapters: list) -> dict:
+def _by_id(adapters: list[A]) -> dict[str, A]:
     return {adapter.id: adapter for adapter in adapters}
