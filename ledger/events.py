@@ -9,6 +9,7 @@ from typing import Literal
 import msgspec
 
 Retention = Literal["retain", "none"]
+BudgetPeriod = Literal["day", "month", "total"]  # a UTC day, a calendar month (UTC), or for ever
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
@@ -81,18 +82,21 @@ class RequestCompleted(Event, frozen=True, tag="request_completed"):
 
 class CreditsHeld(Event, frozen=True, tag="credits_held"):
     """Credit reserved for a request before its upstream call. The ledger refuses a hold the
-    organization's available balance (credits - spent - held) cannot cover."""
+    organization's available balance (credits - spent - held) cannot cover, and one of a key
+    (`key_id`) whose budget has no room left in its period (budget - spent - held)."""
 
     hold_id: str
     request_id: str
     amount_inr_nano: int
+    key_id: str = ""  # the key the request came with ("": recorded before keys had budgets)
 
 
 class HoldReleased(Event, frozen=True, tag="hold_released"):
     """The reservation ends: with a charge in the same unit (settled) or without (released)."""
 
     hold_id: str
-    amount_inr_nano: int
+    amount_inr_nano: int  # all of the hold, or (a realtime session settling a response) part of it
+    key_id: str = ""  # the hold's key, as it was held
 
 
 class MusicTrackRecorded(Event, frozen=True, tag="music_track_recorded"):
@@ -164,10 +168,23 @@ class KeyLimitsSet(Event, frozen=True, tag="key_limits_set"):
     tokens_per_minute: int = 0
 
 
+class KeySpendLimitsSet(Event, frozen=True, tag="key_spend_limits_set"):
+    """A key's spend controls, whole: each change records all of them, and the last one holds.
+    A budget (None: none) of INR per UTC day, calendar month or in total, counting what the
+    key's requests are charged; the models it may use (catalogue ids, or `provider/*`; empty:
+    every model); when it stops working (None: never)."""
+
+    key_id: str
+    budget_inr_nano: int | None = None
+    budget_period: BudgetPeriod = "total"
+    models: tuple[str, ...] = ()
+    expires_at_us: int | None = None
+
+
 AnyEvent = (OrgCreated | ApiKeyCreated | ApiKeyRevoked | CreditsAdded | RetentionChanged
             | RequestCompleted | CreditsHeld | HoldReleased | MusicTrackRecorded | MediaExpired
             | ProviderKeySet | ProviderKeyRemoved | KeyLimitsSet | IdempotencyKeyClaimed
-            | IdempotencyKeyReleased)
+            | IdempotencyKeyReleased | KeySpendLimitsSet)
 
 encode_event = msgspec.json.Encoder().encode
 decode_event = msgspec.json.Decoder(AnyEvent).decode

@@ -19,12 +19,12 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 import msgspec
 
-from ledger import projections, schema
+from ledger import periods, projections, schema
 from ledger.events import decode_event
 from ledger.pg_writes import Run, SetWriter, numbered
 from ledger.recorder import (
     CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, CorruptEvent, Outcome, Recorded, Recorder,
-    RecorderClosed, accepted, held_by, isolating_rejections, out_of_date, plan,
+    Clock, RecorderClosed, accepted, held_by, holding_keys, isolating_rejections, out_of_date, plan, wall_clock_us,
 )
 from ledger.timeouts import (
     CONNECT_TIMEOUT_S, MIGRATE_TIMEOUT_S, STATEMENT_TIMEOUT_S, reporting_outages, unavailable_on,
@@ -44,18 +44,23 @@ CREATE TRIGGER events_are_immutable BEFORE UPDATE OR DELETE OR TRUNCATE ON event
     FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS last_used_at_us BIGINT;
 ALTER TABLE idempotency_keys ADD COLUMN IF NOT EXISTS running_until_us BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS held_inr_nano BIGINT NOT NULL DEFAULT 0;
 """ + schema.create_indexes(partial=False) + schema.create_indexes(partial=True)
 SELECT_EVENTS = "SELECT position, stream_id, version, recorded_at_us, type, data, hash FROM events"
 # Everything plan() needs, read in one round trip once the lock is held (a statement of its own, so
 # its snapshot is taken after the lock): each stream's head (one index probe per stream, however
-# long the stream), the last position, and the available balance of each org taking a hold.
+# long the stream), the last position, the available balance of each org taking a hold, and the
+# budget room of each key holding (its period's first days in $4 and $5).
 READ_UNDER_LOCK = (
     "SELECT 'head', s.stream_id, e.version, e.hash FROM unnest($1::text[]) AS s(stream_id)"
     " CROSS JOIN LATERAL (SELECT version, hash FROM events WHERE stream_id = s.stream_id"
     " ORDER BY version DESC LIMIT 1) AS e"
     " UNION ALL SELECT 'last', NULL, COALESCE(MAX(position), 0), NULL FROM events"
     f" UNION ALL SELECT 'available', org_id, {projections.AVAILABLE}, NULL FROM orgs"
-    " WHERE org_id = ANY($2::text[])")
+    " WHERE org_id = ANY($2::text[])"
+    " UNION ALL SELECT 'room', q.key_id, q.room::bigint, NULL FROM ("
+    + projections.ROOM.format(day="$4::bigint", month="$5::bigint", keys="= ANY($3::text[])")
+    + ") AS q(key_id, room)")
 REMOVE_TEXT = ("UPDATE content SET body = NULL, removed_at_us = $1 WHERE content_id IN"
                " (SELECT content_id FROM content WHERE body IS NOT NULL AND created_at_us < $2"
                " ORDER BY created_at_us LIMIT $3)")
@@ -100,8 +105,10 @@ def _recorded(row: asyncpg.Record) -> Recorded:
 
 class PostgresRecorder(Recorder):
     def __init__(self, dsn: str, schema: str = "public", pool_size: int = 10, *,
-                 timeout_s: float = STATEMENT_TIMEOUT_S, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+                 timeout_s: float = STATEMENT_TIMEOUT_S, connect_timeout_s: float = CONNECT_TIMEOUT_S,
+                 clock: Clock = wall_clock_us) -> None:
         self._dsn, self.schema, self._pool_size = dsn, schema, pool_size
+        self.clock = clock
         self._timeout_s, self._connect_timeout_s = timeout_s, connect_timeout_s
         self._pool: asyncpg.Pool | None = None
         self._sets = SetWriter()
@@ -111,9 +118,9 @@ class PostgresRecorder(Recorder):
 
     @classmethod
     def from_url(cls, url: str, *, timeout_s: float = STATEMENT_TIMEOUT_S,
-                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> "PostgresRecorder":
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S, clock: Clock = wall_clock_us) -> "PostgresRecorder":
         dsn, schema = dsn_and_schema(url)
-        return cls(dsn, schema, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s)
+        return cls(dsn, schema, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, clock=clock)
 
     @property
     def _open_pool(self) -> asyncpg.Pool:
@@ -147,7 +154,7 @@ class PostgresRecorder(Recorder):
             if found < SCHEMA_VERSION and migrate:
                 await db.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
                 await db.execute(SCHEMA, timeout=MIGRATE_TIMEOUT_S)
-                for statement in projections.BACKFILL_V5:  # on a new store: nothing to fill
+                for statement in projections.BACKFILL_V5 + projections.BACKFILL_V7:  # a new store: nothing to fill
                     await db.execute(statement, timeout=MIGRATE_TIMEOUT_S)
                 await db.execute(SCHEMA_VERSIONS)
                 await db.execute("INSERT INTO ledger_schema (version, applied_at_us) VALUES ($1, $2)",
@@ -189,8 +196,9 @@ class PostgresRecorder(Recorder):
         """Four round trips, whatever the batch: BEGIN with the lock, the reads plan() needs,
         every write (ledger.pg_writes), COMMIT."""
         async with self._connection() as db, _append_transaction(db):
-            heads, last, available = await _read_under_lock(db, units)
-            outcomes = plan(units, heads, last, available=available)
+            now_us = self.clock()
+            heads, last, available, room = await _read_under_lock(db, units, now_us)
+            outcomes = plan(units, heads, last, now_us, available, room)
             await self._apply(db, projections.writes(list(accepted(units, outcomes))))
         return outcomes
 
@@ -281,15 +289,18 @@ async def _append_transaction(db: asyncpg.Connection) -> AsyncIterator[None]:
     await db.execute("COMMIT")
 
 
-async def _read_under_lock(db: asyncpg.Connection, units: Sequence[Append]
-                           ) -> tuple[dict[str, tuple[int, bytes]], int, dict[str, int]]:
-    """Each stream's head, the last position, and each holding org's available balance."""
+async def _read_under_lock(db: asyncpg.Connection, units: Sequence[Append], now_us: int
+                           ) -> tuple[dict[str, tuple[int, bytes]], int, dict[str, int], dict[str, int]]:
+    """Each stream's head, the last position, each holding org's available balance and each
+    holding key's budget room at `now_us`."""
     rows = await db.fetch(READ_UNDER_LOCK, list({u.stream_id for u in units}),
-                          list({u.stream_id for u in units if held_by(u)}))
+                          list({u.stream_id for u in units if held_by(u)}), list(holding_keys(units)),
+                          periods.first_day("day", now_us), periods.first_day("month", now_us))
     heads = {stream: (version, bytes(digest)) for kind, stream, version, digest in rows if kind == "head"}
     available = {org: amount for kind, org, amount, _ in rows if kind == "available"}
+    room = {key: amount for kind, key, amount, _ in rows if kind == "room"}
     last = next(value for kind, _, value, _ in rows if kind == "last")
-    return heads, last, available
+    return heads, last, available, room
 
 
 class _ScratchPostgresRecorder(PostgresRecorder):

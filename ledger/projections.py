@@ -9,9 +9,10 @@ from typing import NamedTuple
 
 from ledger.events import (
     ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, HoldReleased, IdempotencyKeyClaimed,
-    IdempotencyKeyReleased, KeyLimitsSet, MediaExpired, MusicTrackRecorded, OrgCreated, ProviderKeyRemoved,
+    IdempotencyKeyReleased, KeyLimitsSet, KeySpendLimitsSet, MediaExpired, MusicTrackRecorded, OrgCreated, ProviderKeyRemoved,
     ProviderKeySet, RequestCompleted, RetentionChanged,
 )
+from ledger.periods import US_PER_DAY
 from ledger.recorder import Append, Recorded, Secret
 
 # Statements run in phases: rows are created before anything updates them, so statements
@@ -19,7 +20,6 @@ from ledger.recorder import Append, Recorded, Secret
 # MARK updates rows that LOG inserts (a replayed batch may hold a track and its expiry).
 # TOUCH and ROLLUP have a phase each so a batch of requests runs each statement as one executemany.
 CREATE, UPDATE, LOG, MARK, TOUCH, ROLLUP = 0, 1, 2, 3, 4, 5
-US_PER_DAY = 86_400_000_000
 
 
 class Statement(NamedTuple):
@@ -38,12 +38,43 @@ TABLES: dict[str, str] = {
     "media_expired": "request_id",
     "provider_keys": "org_id, provider",
     "key_limits": "key_id",
+    "key_budgets": "key_id",
+    "key_spend_daily": "org_id, key_id, day",
     "usage_daily": "org_id, day, route, model, status",
 }
 
 # What an org may still reserve: the credit not yet spent nor held.
 AVAILABLE = "credits_inr_nano - spent_inr_nano - held_inr_nano"
 
+# What a key with a budget may still reserve in the period holding a moment: the budget less what
+# it was charged since the period's first day (ledger.periods.first_day: {day} for a daily
+# budget, {month} for a monthly one) and what its running requests hold. {keys} names the keys.
+ROOM = (
+    "SELECT b.key_id, b.budget_inr_nano - k.held_inr_nano - COALESCE((SELECT SUM(s.charged_inr_nano)"
+    " FROM key_spend_daily s WHERE s.org_id = b.org_id AND s.key_id = b.key_id AND s.day >= CASE b.budget_period"
+    " WHEN 'day' THEN {day} WHEN 'month' THEN {month} ELSE 0 END), 0)"
+    " FROM key_budgets b JOIN api_keys k ON k.key_id = b.key_id AND k.org_id = b.org_id"
+    " WHERE b.budget_inr_nano IS NOT NULL AND b.key_id {keys}")
+ADD_KEY_HELD = "UPDATE api_keys SET held_inr_nano = held_inr_nano + ? WHERE key_id = ? AND org_id = ?"
+ADD_KEY_SPEND = (
+    "INSERT INTO key_spend_daily (org_id, key_id, day, charged_inr_nano) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (org_id, key_id, day) DO UPDATE SET"
+    " charged_inr_nano = key_spend_daily.charged_inr_nano + excluded.charged_inr_nano")
+# Only a key of the stream's own org, as SET_KEY_LIMITS.
+SET_KEY_BUDGET = (
+    "INSERT INTO key_budgets (key_id, org_id, budget_inr_nano, budget_period, models, expires_at_us, set_at_us)"
+    " SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM api_keys WHERE key_id = ? AND org_id = ?)"
+    " ON CONFLICT (key_id) DO UPDATE SET budget_inr_nano = excluded.budget_inr_nano,"
+    " budget_period = excluded.budget_period, models = excluded.models,"
+    " expires_at_us = excluded.expires_at_us, set_at_us = excluded.set_at_us")
+# Schema version 7 added each key's daily spend; a store upgraded from an older one fills it from
+# the request log, exactly as a replay of its events would (holds of older events name no key).
+BACKFILL_V7 = (
+    "DELETE FROM key_spend_daily",
+    (f"INSERT INTO key_spend_daily (org_id, key_id, day, charged_inr_nano) SELECT org_id, key_id,"
+     f" created_at_us / {US_PER_DAY}, SUM(charged_inr_nano) FROM request_log"
+     f" WHERE charged_inr_nano > 0 GROUP BY org_id, key_id, created_at_us / {US_PER_DAY}"),
+)
 INSERT_ORG = ("INSERT INTO orgs (org_id, name, retention, created_at_us, credits_inr_nano,"
               " spent_inr_nano, held_inr_nano, requests) VALUES (?, ?, ?, ?, 0, 0, 0, 0)")
 ADD_HELD = "UPDATE orgs SET held_inr_nano = held_inr_nano + ? WHERE org_id = ?"
@@ -140,14 +171,15 @@ def statements(recorded: Recorded) -> list[Statement]:
         case ApiKeyRevoked(key_id=key_id):
             return [Statement(UPDATE, REVOKE_KEY, (at, key_id, org))]
         case RequestCompleted() as e:
-            return [Statement(UPDATE, ADD_SPEND, (e.charged_inr_nano, 1, org)),
-                    Statement(LOG, INSERT_REQUEST, _request_row(recorded, e)),
-                    Statement(TOUCH, TOUCH_KEY, (at, e.key_id, org, at)),
-                    Statement(ROLLUP, ADD_DAILY_USAGE, _usage_row(recorded, e))]
-        case CreditsHeld(amount_inr_nano=amount):
-            return [Statement(UPDATE, ADD_HELD, (amount, org))]
-        case HoldReleased(amount_inr_nano=amount):
-            return [Statement(UPDATE, ADD_HELD, (-amount, org))]
+            return _request_statements(recorded, e)
+        case CreditsHeld(amount_inr_nano=amount, key_id=key_id) | HoldReleased(amount_inr_nano=amount, key_id=key_id):
+            sign = 1 if isinstance(recorded.event, CreditsHeld) else -1
+            held = [Statement(UPDATE, ADD_HELD, (sign * amount, org))]
+            return held + [Statement(UPDATE, ADD_KEY_HELD, (sign * amount, key_id, org))] if key_id else held
+        case KeySpendLimitsSet() as e:
+            return [Statement(UPDATE, SET_KEY_BUDGET, (
+                e.key_id, org, e.budget_inr_nano, e.budget_period, ",".join(e.models), e.expires_at_us, at,
+                e.key_id, org))]
         case MusicTrackRecorded() as e:
             return _track_statements(recorded, e)
         # One phase for both, so a set and a removal in one batch keep their order.
@@ -166,6 +198,17 @@ def statements(recorded: Recorded) -> list[Statement]:
             return [Statement(LOG, INSERT_EXPIRED, (request_id, org, recorded.position, key, at)),
                     Statement(MARK, MARK_EXPIRED, (at, request_id, org))]
     return []
+
+
+def _request_statements(recorded: Recorded, e: RequestCompleted) -> list[Statement]:
+    org, at = recorded.stream_id, recorded.recorded_at_us
+    done = [Statement(UPDATE, ADD_SPEND, (e.charged_inr_nano, 1, org)),
+            Statement(LOG, INSERT_REQUEST, _request_row(recorded, e)),
+            Statement(TOUCH, TOUCH_KEY, (at, e.key_id, org, at)),
+            Statement(ROLLUP, ADD_DAILY_USAGE, _usage_row(recorded, e))]
+    if e.charged_inr_nano:
+        done.append(Statement(ROLLUP, ADD_KEY_SPEND, (org, e.key_id, at // US_PER_DAY, e.charged_inr_nano)))
+    return done
 
 
 def _track_statements(recorded: Recorded, e: MusicTrackRecorded) -> list[Statement]:
@@ -251,6 +294,7 @@ def _latest(rows: list[tuple], key: slice) -> tuple:
 FOLDED: dict[str, tuple[slice, Callable[[list[tuple], slice], tuple]]] = {
     ADD_SPEND: (slice(2, 3), _sum), ADD_HELD: (slice(1, 2), _sum), ADD_CREDITS: (slice(1, 2), _sum),
     ADD_DAILY_USAGE: (slice(0, 5), _sum), TOUCH_KEY: (slice(1, 3), _latest),
+    ADD_KEY_HELD: (slice(1, 3), _sum), ADD_KEY_SPEND: (slice(0, 3), _sum),
 }
 
 

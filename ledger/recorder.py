@@ -25,7 +25,7 @@ _request_amounts = operator.attrgetter(*REQUEST_AMOUNTS)
 GENESIS_HASH = bytes(32)
 # The version of the stored schema this code needs. Bump it with every schema change; a
 # migrating open (`gateway ledger migrate`, or any command on first use) brings a store up to it.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 SCHEMA_VERSIONS = "CREATE TABLE IF NOT EXISTS ledger_schema (version INTEGER NOT NULL, applied_at_us BIGINT NOT NULL)"
 CURRENT_VERSION = "SELECT COALESCE(MAX(version), 0) FROM ledger_schema"
 
@@ -59,6 +59,14 @@ class ConcurrencyError(LedgerError):
 
 class InsufficientCredit(LedgerError):
     """A hold the organization's available balance cannot cover."""
+
+
+class BudgetExceeded(LedgerError):
+    """A hold its key's budget has no room for in the budget's period."""
+
+    def __init__(self, key_id: str, room_inr_nano: int, wanted_inr_nano: int) -> None:
+        super().__init__(f"key {key_id} has {room_inr_nano} nano-INR of its budget left, not {wanted_inr_nano}")
+        self.key_id, self.room_inr_nano = key_id, room_inr_nano
 
 
 class AppendRejected(LedgerError):
@@ -124,9 +132,53 @@ def chain_hash(prev: bytes, position: int, stream_id: str, version: int, kind: s
     return hashlib.sha256(prev + header + data).digest()
 
 
+def wall_clock_us() -> int:
+    """Now, in microseconds since the epoch: the time every recorded event carries."""
+    return time.time_ns() // 1000
+
+
+Clock = Callable[[], int]  # a recorder's source of `recorded_at_us` (tests drive their own)
+
+
 def held_by(unit: Append) -> int:
     """The credit a unit reserves (nano-INR); such a unit needs the funds to be there."""
     return sum(e.amount_inr_nano for e in unit.events if isinstance(e, CreditsHeld))
+
+
+def held_by_key(unit: Append) -> dict[str, int]:
+    """The credit a unit reserves per key; such a unit needs room in each key's budget."""
+    held: dict[str, int] = {}
+    for event in unit.events:
+        if isinstance(event, CreditsHeld) and event.key_id:
+            held[event.key_id] = held.get(event.key_id, 0) + event.amount_inr_nano
+    return held
+
+
+def holding_keys(units: Sequence[Append]) -> set[str]:
+    """Every key some unit holds credit for: whose budget room plan() needs."""
+    return {key for unit in units for key in held_by_key(unit)}
+
+
+def _refusal(unit: Append, version: int, available: dict[str, int], room: dict[str, int]) -> LedgerError | None:
+    """Why `unit` cannot be recorded now (None: it can, and what it holds is taken off
+    `available` and `room`)."""
+    if unit.expected_version is not None and unit.expected_version != version:
+        return ConcurrencyError(f"stream {unit.stream_id} is at version {version}, expected {unit.expected_version}")
+    if problems := [problem for event in unit.events if (problem := unsound(event))]:
+        return AppendRejected(f"stream {unit.stream_id}: {'; '.join(problems)}")
+    if not (hold := held_by(unit)):
+        return None
+    if available.get(unit.stream_id, 0) < hold:
+        return InsufficientCredit(f"stream {unit.stream_id} cannot cover a hold of {hold}")
+    by_key = held_by_key(unit)
+    for key_id, amount in by_key.items():
+        if key_id in room and room[key_id] < amount:
+            return BudgetExceeded(key_id, room[key_id], amount)
+    available[unit.stream_id] -= hold
+    for key_id, amount in by_key.items():
+        if key_id in room:
+            room[key_id] -= amount
+    return None
 
 
 def unsound(event: Event) -> str | None:
@@ -144,30 +196,24 @@ def unsound(event: Event) -> str | None:
 
 
 def plan(units: Sequence[Append], heads: dict[str, tuple[int, bytes]], last_position: int,
-         now_us: int | None = None, available: dict[str, int] | None = None) -> list[Outcome]:
+         now_us: int | None = None, available: dict[str, int] | None = None,
+         room: dict[str, int] | None = None) -> list[Outcome]:
     """Assign versions, positions and hashes to `units`, given each stream's head.
 
     Must run while the caller holds the database's write lock, so `heads`, `available` (each
-    holding stream's credits - spent - held) and `last_position` cannot move underneath it.
-    `heads` and `available` are updated in place.
+    holding stream's credits - spent - held), `room` (each holding key's budget - spent in its
+    period at `now_us` - held; a key with no budget is absent) and `last_position` cannot move
+    underneath it. `heads`, `available` and `room` are updated in place.
     """
-    now_us = now_us if now_us is not None else time.time_ns() // 1000
+    now_us = now_us if now_us is not None else wall_clock_us()
     available = {} if available is None else available
+    room = {} if room is None else room
     outcomes: list[Outcome] = []
     for unit in units:
         version, prev = heads.get(unit.stream_id, (0, GENESIS_HASH))
-        if unit.expected_version is not None and unit.expected_version != version:
-            outcomes.append(ConcurrencyError(
-                f"stream {unit.stream_id} is at version {version}, expected {unit.expected_version}"))
+        if (refused := _refusal(unit, version, available, room)) is not None:
+            outcomes.append(refused)
             continue
-        if problems := [problem for event in unit.events if (problem := unsound(event))]:
-            outcomes.append(AppendRejected(f"stream {unit.stream_id}: {'; '.join(problems)}"))
-            continue
-        if (hold := held_by(unit)) and available.get(unit.stream_id, 0) < hold:
-            outcomes.append(InsufficientCredit(f"stream {unit.stream_id} cannot cover a hold of {hold}"))
-            continue
-        if hold:
-            available[unit.stream_id] -= hold
         recorded = []
         for event in unit.events:
             version, last_position = version + 1, last_position + 1
@@ -201,6 +247,8 @@ def accepted(units: Sequence[Append], outcomes: Sequence[Outcome]) -> Iterable[t
 
 class Recorder(abc.ABC):
     """A ledger backend. All methods are safe to call from one event loop concurrently."""
+
+    clock: Clock  # when an append records its events; budget periods are read at the same time
 
     @abc.abstractmethod
     async def open(self, migrate: bool = True) -> None:

@@ -22,7 +22,8 @@ TABLES: dict[str, tuple[str, ...]] = {
              "spent_inr_nano INTEGER NOT NULL", "held_inr_nano INTEGER NOT NULL", "requests INTEGER NOT NULL"),
     "api_keys": ("key_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "key_hash TEXT NOT NULL UNIQUE",
                  "prefix TEXT NOT NULL", "name TEXT NOT NULL", "admin INTEGER NOT NULL",
-                 "created_at_us INTEGER NOT NULL", "revoked_at_us INTEGER", "last_used_at_us INTEGER"),
+                 "created_at_us INTEGER NOT NULL", "revoked_at_us INTEGER", "last_used_at_us INTEGER",
+                 "held_inr_nano INTEGER NOT NULL DEFAULT 0"),
     "request_log": ("request_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "position INTEGER NOT NULL",
                     "key_id TEXT NOT NULL", "created_at_us INTEGER NOT NULL", "route TEXT NOT NULL",
                     "model TEXT NOT NULL", "provider TEXT NOT NULL", "status INTEGER NOT NULL",
@@ -45,6 +46,13 @@ TABLES: dict[str, tuple[str, ...]] = {
                       "set_at_us INTEGER NOT NULL", "PRIMARY KEY (org_id, provider)"),
     "key_limits": ("key_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "requests_per_minute INTEGER NOT NULL",
                    "tokens_per_minute INTEGER NOT NULL"),
+    # A key's spend controls (ledger.events.KeySpendLimitsSet); models comma-separated ("": all).
+    "key_budgets": ("key_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "budget_inr_nano INTEGER",
+                    "budget_period TEXT NOT NULL", "models TEXT NOT NULL", "expires_at_us INTEGER",
+                    "set_at_us INTEGER NOT NULL"),
+    # What each key was charged per UTC day: a budget's spend in its period is a sum of these.
+    "key_spend_daily": ("org_id TEXT NOT NULL", "key_id TEXT NOT NULL", "day INTEGER NOT NULL",
+                        "charged_inr_nano INTEGER NOT NULL", "PRIMARY KEY (org_id, key_id, day)"),
     "usage_daily": ("org_id TEXT NOT NULL", "day INTEGER NOT NULL", "route TEXT NOT NULL", "model TEXT NOT NULL",
                     "status INTEGER NOT NULL", "requests INTEGER NOT NULL", "prompt_tokens INTEGER NOT NULL",
                     "completion_tokens INTEGER NOT NULL", "cost_usd_nano INTEGER NOT NULL",

@@ -23,8 +23,8 @@ import msgspec
 from ledger import projections, schema, sqlite_writes
 from ledger.events import decode_event
 from ledger.recorder import (
-    CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, CorruptEvent, Outcome, Recorded, Recorder,
-    RecorderClosed, isolating_rejections, out_of_date,
+    CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, Clock, CorruptEvent, Outcome, Recorded, Recorder,
+    RecorderClosed, isolating_rejections, out_of_date, wall_clock_us,
 )
 from ledger.timeouts import MIGRATE_TIMEOUT_S, STATEMENT_TIMEOUT_S, reporting_outages, unavailable_on
 from ledger import write_lock
@@ -99,8 +99,9 @@ class _Connections(NamedTuple):
 
 
 class SQLiteRecorder(Recorder):
-    def __init__(self, path: str, *, timeout_s: float = STATEMENT_TIMEOUT_S) -> None:
+    def __init__(self, path: str, *, timeout_s: float = STATEMENT_TIMEOUT_S, clock: Clock = wall_clock_us) -> None:
         self.path = path
+        self.clock = clock
         self._timeout_s = timeout_s  # how long a write waits for another process's write lock
         self._connections: _Connections | None = None  # while open
         # aiosqlite serialises calls per connection but not transactions: one at a time.
@@ -109,8 +110,9 @@ class SQLiteRecorder(Recorder):
         self._snapshot_lock = asyncio.Lock()  # the reader holds one read transaction at a time
 
     @classmethod
-    def from_url(cls, url: str, *, timeout_s: float = STATEMENT_TIMEOUT_S) -> "SQLiteRecorder":
-        return cls(path_of(url), timeout_s=timeout_s)
+    def from_url(cls, url: str, *, timeout_s: float = STATEMENT_TIMEOUT_S, clock: Clock = wall_clock_us
+                 ) -> "SQLiteRecorder":
+        return cls(path_of(url), timeout_s=timeout_s, clock=clock)
 
     @property
     def _connected(self) -> _Connections:
@@ -200,7 +202,7 @@ class SQLiteRecorder(Recorder):
         # One call on the connection's thread for the whole transaction (aiosqlite's
         # Connection._execute submits a plain function): one hop there and one back per batch.
         writer = self._connected.writer
-        transaction = asyncio.ensure_future(writer._execute(sqlite_writes.append, writer._conn, units))
+        transaction = asyncio.ensure_future(writer._execute(sqlite_writes.append, writer._conn, units, self.clock()))
         try:
             return await asyncio.shield(transaction)
         except asyncio.CancelledError:
@@ -331,7 +333,9 @@ async def _upgrade(db: aiosqlite.Connection) -> None:
         await db.execute("ALTER TABLE api_keys ADD COLUMN last_used_at_us INTEGER")
     if not await _has_column(db, "idempotency_keys", "running_until_us"):  # v6; older rows are settled
         await db.execute("ALTER TABLE idempotency_keys ADD COLUMN running_until_us INTEGER NOT NULL DEFAULT 0")
-    for statement in projections.BACKFILL_V5:
+    if not await _has_column(db, "api_keys", "held_inr_nano"):  # v7; older holds name no key
+        await db.execute("ALTER TABLE api_keys ADD COLUMN held_inr_nano INTEGER NOT NULL DEFAULT 0")
+    for statement in projections.BACKFILL_V5 + projections.BACKFILL_V7:
         await db.execute(statement)
 
 

@@ -12,17 +12,19 @@ transaction.
 import sqlite3
 from collections.abc import Sequence
 
-from ledger import projections
+from ledger import periods, projections
 from ledger.queries import LAST_POSITION
-from ledger.recorder import Append, Outcome, accepted, held_by, plan
+from ledger.recorder import Append, Outcome, accepted, held_by, holding_keys, plan
 
-def append(db: sqlite3.Connection, units: Sequence[Append]) -> list[Outcome]:
-    """Plan and write `units` in one IMMEDIATE transaction: all of them, or (raising) none."""
+
+def append(db: sqlite3.Connection, units: Sequence[Append], now_us: int) -> list[Outcome]:
+    """Plan and write `units` in one IMMEDIATE transaction, recorded at `now_us`: all of them,
+    or (raising) none."""
     db.execute("BEGIN IMMEDIATE")
     try:
         heads = _heads(db, {u.stream_id for u in units})
         [(last,)] = db.execute(LAST_POSITION).fetchall()
-        outcomes = plan(units, heads, last, available=_available(db, units))
+        outcomes = plan(units, heads, last, now_us, _available(db, units), _room(db, units, now_us))
         for sql, rows in projections.writes(list(accepted(units, outcomes))):
             db.executemany(sql, rows)
         db.execute("COMMIT")
@@ -52,3 +54,12 @@ def _available(db: sqlite3.Connection, units: Sequence[Append]) -> dict[str, int
                       f" ({','.join('?' * len(orgs))})", tuple(orgs))
     return dict(rows.fetchall())
 
+
+
+def _room(db: sqlite3.Connection, units: Sequence[Append], now_us: int) -> dict[str, int]:
+    """What each key with a budget that some unit holds credit for may still reserve."""
+    if not (keys := holding_keys(units)):
+        return {}
+    sql = projections.ROOM.format(day="?", month="?", keys=f"IN ({','.join('?' * len(keys))})")
+    days = (periods.first_day("day", now_us), periods.first_day("month", now_us))
+    return dict(db.execute(sql, (*days, *keys)).fetchall())

@@ -22,6 +22,7 @@ from ledger.recorder import (
     InsufficientCredit, Recorder, RecorderClosed, SchemaOutOfDate, Secret, chain_hash,
 )
 from ledger.writer import GroupCommitWriter
+from budgets_contract import BudgetsContract
 from claims_contract import ClaimsContract
 from queries_contract import QueriesContract
 from ledger_helpers import (
@@ -40,7 +41,7 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-class RecorderContract(ClaimsContract, QueriesContract, abc.ABC):
+class RecorderContract(BudgetsContract, ClaimsContract, QueriesContract, abc.ABC):
     """Shared tests; a subclass provides the backend through the abstract hooks below."""
 
     # -- what a backend's subclass provides -------------------------------------------------
@@ -639,8 +640,9 @@ class RecorderContract(ClaimsContract, QueriesContract, abc.ABC):
         await append_ok(recorder, unit("acme", request("r5", key_id="k2", charged=3)))
         expected = await projection_tables(recorder)
         await recorder.close()
-        async with upgraded_from(self, tmp_path, 4, "DROP TABLE usage_daily",
+        async with upgraded_from(self, tmp_path, 4, "DROP TABLE usage_daily", "DROP TABLE key_spend_daily",
+                                 "DROP TABLE key_budgets", "ALTER TABLE api_keys DROP COLUMN held_inr_nano",
                                  "ALTER TABLE api_keys DROP COLUMN last_used_at_us") as upgraded:
             assert await projection_tables(upgraded) == expected
-            assert expected["usage_daily"] and any(row[-1] for row in expected["api_keys"])
+            assert expected["usage_daily"] and any(row[8] for row in expected["api_keys"])  # last_used_at_us
             assert (await audit.verify(upgraded))[1] == []
