@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 import msgspec
 from aiohttp import web
 
+from gateway.billing import ceilings
 from gateway.billing.charging import Outcome, bill, outcome, price, record_failure
 from gateway.billing.pricing import Usage
 from gateway.catalogue import Resolved
@@ -49,7 +50,7 @@ async def open_speech(services: Services, caller: Caller, body: dict, request: S
     answered = await failover.routed(
         services, caller, body, request.model, SPEECH, lambda served, key: _first_audio(served, SpeechCall(
             caller.request_id, served.model.upstream_model, body, key)),
-        path=ROUTE, stream=True)
+        path=ROUTE, ceiling=lambda model: ceilings.tokens(services, model, len(request.input), 0), stream=True)
     upstream, chunks, first = answered.answer
     return SpeechRelay(services, caller, request, answered.served.model, upstream, chunks, first,
                        byok=answered.byok)

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from gateway import sse
+from gateway.billing import ceilings
 from gateway.billing.charging import bill
 from gateway.billing.pricing import Cost, Usage, usage_body
 from gateway.catalogue import Resolved
@@ -53,7 +54,7 @@ async def complete(services: Services, caller: Caller, body: dict, request: Chat
     answered = await failover.routed(
         services, caller, body, request.model, CHAT,
         lambda served, key: served.provider.chat(chat_call(caller, body, served, key)),
-        path=ROUTE, usable=with_token_limit(request))
+        path=ROUTE, ceiling=ceilings.for_body(services, body), usable=with_token_limit(request))
     reply = answered.answer
     answer = [c.get("message", {}).get("content") for c in reply.body.get("choices") or ()]
     cost = await bill(services, caller, ROUTE, answered.served.model, reply.usage,
@@ -68,7 +69,7 @@ async def open_stream(services: Services, caller: Caller, body: dict, request: C
     answered = await failover.routed(
         services, caller, body, request.model, CHAT,
         lambda served, key: served.provider.open_chat_stream(chat_call(caller, body, served, key)),
-        path=ROUTE, stream=True, usable=with_token_limit(request))
+        path=ROUTE, ceiling=ceilings.for_body(services, body), stream=True, usable=with_token_limit(request))
     return StreamRelay(services, caller, request, answered.served.model, answered.answer, prompt_text(request),
                        byok=answered.byok)
 

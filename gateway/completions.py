@@ -7,6 +7,7 @@ from typing import Annotated
 
 import msgspec
 
+from gateway.billing import ceilings
 from gateway.billing.charging import bill
 from gateway.billing.pricing import usage_body
 from gateway.chat import StreamRelay, chat_call
@@ -54,7 +55,8 @@ async def complete(services: Services, caller: Caller, body: dict, request: Comp
     """A non-streamed completion from the first provider that answers, billed before it is returned."""
     answered = await failover.routed(
         services, caller, body, request.model, COMPLETION,
-        lambda served, key: served.provider.complete(chat_call(caller, body, served, key)), path=ROUTE)
+        lambda served, key: served.provider.complete(chat_call(caller, body, served, key)), path=ROUTE,
+        ceiling=ceilings.for_body(services, body))
     reply = answered.answer
     cost = await bill(services, caller, ROUTE, answered.served.model, reply.usage,
                       {"request": prompt_text(request), "response": choice_texts(reply.body)}, byok=answered.byok)
@@ -69,7 +71,7 @@ async def open_stream(services: Services, caller: Caller, body: dict, request: C
     answered = await failover.routed(
         services, caller, body, request.model, COMPLETION,
         lambda served, key: served.provider.open_completion_stream(chat_call(caller, body, served, key)),
-        path=ROUTE, stream=True)
+        path=ROUTE, ceiling=ceilings.for_body(services, body), stream=True)
     return CompletionRelay(services, caller, request, answered.served.model, answered.answer, prompt_text(request),
                            byok=answered.byok)
 

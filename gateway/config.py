@@ -82,6 +82,9 @@ class StorageConfig(StorageSettings, frozen=True):
 
 class BillingConfig(Section, frozen=True):
     usd_to_inr: Decimal = Decimal("84.0")
+    # Every paid request reserves its worst case before its upstream call (gateway.billing.
+    # reservations). False: only a key with a budget reserves; the org balance is checked, not held.
+    reserve: bool = True
 
     def __post_init__(self) -> None:
         if not self.usd_to_inr.is_finite() or self.usd_to_inr <= 0:

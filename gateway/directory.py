@@ -12,7 +12,7 @@ from gateway import keys
 from ledger import queries
 from ledger.events import (
     ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, HoldReleased, OrgCreated,
-    KeyLimitsSet, ProviderKeyRemoved, ProviderKeySet, RequestCompleted, RetentionChanged,
+    KeyLimitsSet, KeySpendLimitsSet, ProviderKeyRemoved, ProviderKeySet, RequestCompleted, RetentionChanged,
 )
 from ledger.recorder import Recorded, Recorder
 
@@ -23,6 +23,22 @@ class Principal(msgspec.Struct, frozen=True):
     key_id: str
     org_id: str
     admin: bool = False
+
+
+class SpendLimits(msgspec.Struct, frozen=True):
+    """A key's spend controls as the ledger last recorded them (ledger.events.KeySpendLimitsSet)."""
+
+    budget_inr_nano: int | None = None
+    budget_period: str = "total"
+    models: tuple[str, ...] = ()
+    expires_at_us: int | None = None
+
+    @classmethod
+    def of(cls, event: KeySpendLimitsSet) -> "SpendLimits":
+        return cls(event.budget_inr_nano, event.budget_period, event.models, event.expires_at_us)
+
+
+NO_SPEND_LIMITS = SpendLimits()
 
 
 class OrgAccount(msgspec.Struct):
@@ -48,6 +64,7 @@ class Directory:
         self._orgs: dict[str, OrgAccount] = {}
         self._provider_keys: dict[tuple[str, str], str] = {}  # (org, provider) -> fingerprint
         self._key_limits: dict[str, tuple[int, int]] = {}  # key id -> (requests, tokens) per minute
+        self._spend_limits: dict[str, SpendLimits] = {}  # key id -> its spend controls, if it has any
 
     def authenticate(self, key: str) -> Principal | None:
         return self._keys.get(keys.digest(key))
@@ -58,6 +75,10 @@ class Directory:
     def key_limits(self, key_id: str) -> tuple[int, int] | None:
         """A key's own (requests, tokens) per minute, if it was given any."""
         return self._key_limits.get(key_id)
+
+    def spend_limits(self, key_id: str) -> SpendLimits:
+        """A key's budget, allowed models and expiry (none of them, when never set)."""
+        return self._spend_limits.get(key_id, NO_SPEND_LIMITS)
 
     def provider_key(self, org_id: str, provider: str) -> str | None:
         """The fingerprint of the organization's own key for `provider`, if it has one."""
@@ -87,6 +108,9 @@ class Directory:
             case KeyLimitsSet(key_id=key_id, requests_per_minute=rpm, tokens_per_minute=tpm):
                 if (principal := self._keys.get(self._digests.get(key_id, ""))) and principal.org_id == org:
                     self._key_limits[key_id] = (rpm, tpm)
+            case KeySpendLimitsSet(key_id=key_id) as event:
+                if (principal := self._keys.get(self._digests.get(key_id, ""))) and principal.org_id == org:
+                    self._spend_limits[key_id] = SpendLimits.of(event)
             case ProviderKeyRemoved(provider=provider):
                 self._provider_keys.pop((org, provider), None)
             case ApiKeyRevoked(key_id=key_id):
@@ -103,6 +127,8 @@ class Directory:
             self._load_keys(await queries.active_keys(recorder))
             for key_id, rpm, tpm in await queries.key_limits(recorder):
                 self._key_limits[key_id] = (rpm, tpm)
+            for row in await queries.spend_limits(recorder):
+                self._spend_limits[row.key_id] = SpendLimits(*row[1:])
             for org_id, provider, fingerprint in await queries.provider_keys(recorder):
                 self._provider_keys[(org_id, provider)] = fingerprint
         return position

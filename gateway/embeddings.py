@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from gateway import float32
+from gateway.billing import ceilings
 from gateway.billing.charging import bill
 from gateway.billing.pricing import Cost, Usage, cost_fields
 from gateway.catalogue import Resolved
@@ -78,7 +79,8 @@ async def create(services: Services, caller: Caller, body: dict, request: Embedd
     answered = await failover.answer(
         services, caller, route, lambda served, key: served.provider.embed(EmbeddingCall(
             caller.request_id, served.model.upstream_model, body, key)),
-        path=ROUTE, model=request.model)
+        path=ROUTE, model=request.model,
+        ceiling=lambda model: ceilings.tokens(services, model, ceilings.prompt_bound(model, request.input), 0))
     model, reply = answered.served.model, answered.answer
     usage = Usage(reply.prompt_tokens)
     cost = await bill(services, caller, ROUTE, model, usage, {"request": request.input}, byok=answered.byok)

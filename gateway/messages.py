@@ -14,6 +14,7 @@ import msgspec
 from aiohttp import web
 
 from gateway import messages_wire as wire
+from gateway.billing import ceilings
 from gateway.billing.charging import bill
 from gateway.billing.pricing import Cost, Usage, cost_body
 from gateway.catalogue import Resolved
@@ -44,7 +45,8 @@ async def create(services: Services, caller: Caller, body: dict, request: Messag
     """A non-streamed message from the first provider that answers, billed before it is returned."""
     answered = await failover.routed(
         services, caller, body, request.model, CHAT,
-        lambda served, key: _ask(services, served, chat_call(caller, body, served, key)), path=ROUTE)
+        lambda served, key: _ask(services, served, chat_call(caller, body, served, key)), path=ROUTE,
+        ceiling=ceilings.for_body(services, body))
     message, usage = answered.answer
     cost = await bill(services, caller, ROUTE, answered.served.model, usage,
                       {"request": conversation(request), "response": [wire.message_text(message)]},
@@ -67,7 +69,7 @@ async def open_stream(services: Services, caller: Caller, body: dict, request: M
     answered = await failover.routed(
         services, caller, body, request.model, CHAT,
         lambda served, key: _open(services, served, chat_call(caller, body, served, key), request.model),
-        path=ROUTE, stream=True)
+        path=ROUTE, ceiling=ceilings.for_body(services, body), stream=True)
     return MessagesRelay(services, caller, request, answered.served.model, answered.answer, conversation(request),
                          byok=answered.byok)
 

@@ -9,6 +9,11 @@ rewritten. The gateway reads only the usage of each `response.done` event the pr
 The session is recorded once, when it ends, as one request charged for the usage summed over all
 its responses; also when the client vanishes mid-response (usage the provider never reported,
 of a response cut short, is not estimated). When either side closes, the other is closed too.
+
+Paid sessions hold credit per response (gateway.billing.reservations): what the responses so far
+cost plus the worst case of one more, held when the session opens, topped up before each
+`response.create` the client sends (one that does not fit is answered with an `error` event
+and not relayed) and brought back to that sum from each `response.done`.
 """
 
 import asyncio
@@ -20,10 +25,12 @@ import msgspec
 import structlog
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from gateway.billing.charging import bill
+from gateway.billing import ceilings, reservations
+from gateway.billing.charging import bill, price
 from gateway.billing.pricing import Usage
 from gateway.catalogue import Resolved
-from gateway.errors import UpstreamError, bad_request
+from gateway.errors import ApiError, UpstreamError, bad_request
+from gateway.jsonio import encode
 from gateway.facts import CLIENT, PROVIDER
 from gateway.middleware import KEY_SUBPROTOCOL
 from gateway.providers.capabilities import RealtimeProvider
@@ -40,6 +47,7 @@ BETA_SUBPROTOCOL = "openai-beta.realtime-v1"  # how a browser asks for the beta 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # audio appends are large; OpenAI accepts events up to 15 MiB
 CLOSE_REASON_BYTES = 123  # the most a close frame's reason may hold
 DONE_MARKER = '"response.done"'
+CREATE_MARKER = '"response.create"'
 RELAYED = (WSMsgType.TEXT, WSMsgType.BINARY)
 
 log = structlog.get_logger("gateway.realtime")
@@ -132,8 +140,15 @@ async def open_session(services: Services, caller: Caller, model_id: str, *, bet
     answered = await failover.answer(
         services, caller, route, lambda served, key: served.provider.open_realtime(
             served.model.upstream_model, key, MAX_MESSAGE_BYTES, beta=beta),
-        path=ROUTE, model=model_id, stream=True)
+        path=ROUTE, model=model_id, ceiling=lambda model: response_ceiling(services, model, 0, Usage()), stream=True)
     return RealtimeSession(services, caller, answered.served.model, answered.answer, answered.api_key)
+
+
+def response_ceiling(services: Services, model: Resolved, client_bytes: int, usage: Usage) -> int:
+    """The worst case of one more response: its input is at most what the client sent and the
+    responses so far produced (a token is at least a byte), its output the model's limit."""
+    prompt = min(client_bytes + usage.completion_tokens, model.record.context_length or client_bytes)
+    return ceilings.tokens(services, model, prompt, ceilings.output_limit(model))
 
 
 async def end_sessions(app: web.Application) -> None:
@@ -153,6 +168,9 @@ class RealtimeSession:
         # The provider's events may quote the key it received (its error events do): never relayed.
         self._redact = services.redactor.including(api_key).by_value
         self.usage, self.upgraded, self.error = Usage(), False, ""
+        self.client_bytes = 0  # what the client sent: a bound on the input of the next response
+        # Both pumps change the session's holds; one change at a time keeps its list and the ledger alike.
+        self._holding = asyncio.Lock()
         self.client = web.WebSocketResponse(protocols=(PROTOCOL,), max_msg_size=MAX_MESSAGE_BYTES)
 
     async def run(self, request: web.Request) -> web.WebSocketResponse:
@@ -179,8 +197,9 @@ class RealtimeSession:
         message = await source.receive()
         from_provider = source is self.upstream
         while message.type in RELAYED:
-            if from_provider and message.type is WSMsgType.TEXT:
-                self._bill(message.data)
+            if not await self._admitted(message, from_provider):
+                message = await source.receive()
+                continue
             try:
                 if message.type is WSMsgType.TEXT:
                     await sink.send_str(self._redact(message.data) if from_provider else message.data)
@@ -195,15 +214,48 @@ class RealtimeSession:
         reason = close_reason(message, self._redact if from_provider else str)
         await sink.close(code=close_code(message, lost), message=reason)
 
-    def _bill(self, text: str) -> None:
+    async def _admitted(self, message: aiohttp.WSMessage, from_provider: bool) -> bool:
+        """Whether to relay `message`: the provider's always (its usage counted first), a client's
+        response.create only once the response is covered."""
+        if message.type is not WSMsgType.TEXT:
+            self.client_bytes += 0 if from_provider else len(message.data)
+            return True
+        if from_provider:
+            if self._bill(message.data):
+                await self._covered()
+            return True
+        self.client_bytes += len(message.data)
+        return CREATE_MARKER not in message.data or await self._covered(refuse=True)
+
+    async def _covered(self, refuse: bool = False) -> bool:
+        """Hold the responses so far and one more (releasing any excess): False, and the client
+        told why in an `error` event, when that does not fit (only when `refuse`: after a
+        response.done the session goes on, its next response.create refused)."""
+        if self.byok:
+            return True
+        spent = price(self.services, self.model, self.usage).inr_nano
+        worst = spent + response_ceiling(self.services, self.model, self.client_bytes, self.usage)
+        try:
+            async with self._holding:
+                await reservations.top_up(self.services, self.caller, worst)
+                await reservations.shrink(self.services, self.caller, worst)
+        except ApiError as refusal:
+            if refuse:
+                await self.client.send_str(encode({"type": "error", **refusal.body()}).decode())
+            return False
+        return True
+
+    def _bill(self, text: str) -> bool:
+        """Count a response.done's usage; whether there was one."""
         try:
             usage = reported_usage(text)
         except UpstreamError as exc:  # an unsound report is never charged; the session names it
             log.warning("realtime_usage_invalid", error=exc.message)
             self.error = exc.message
-            return
+            return False
         if usage is not None:
             self.usage = added(self.usage, usage)
+        return usage is not None
 
     async def _end(self, client: web.WebSocketResponse) -> None:
         """Record the session (first: a slow close must not delay the charge), close both sides."""

@@ -17,7 +17,7 @@ from gateway.provider_keys import ProviderKeys
 from gateway.providers.capabilities import Providers
 from gateway.redaction import Redactor
 from gateway.routing.router import Router
-from ledger.events import Attempt
+from ledger.events import Attempt, CreditsHeld
 from ledger.recorder import Recorder
 from ledger.writer import GroupCommitWriter
 from storage.objects import ObjectStore
@@ -59,6 +59,8 @@ class Caller(msgspec.Struct, frozen=True):
     facts: RequestFacts = msgspec.field(default_factory=RequestFacts)
     # Its upstream calls, in order, for its ledger event (gateway.routing.failover)
     attempts: list[Attempt] = msgspec.field(default_factory=list)
+    # The credit it holds (gateway.billing.reservations), released by the unit recording it
+    holds: list[CreditsHeld] = msgspec.field(default_factory=list)
 
     @property
     def org_id(self) -> str:

@@ -9,7 +9,8 @@ renders `text`, `srt` and `vtt` itself (subtitles from the segments of `verbose_
 from decimal import Decimal
 
 from gateway import upload
-from gateway.billing.charging import admit, failed, outcome, record, refused
+from gateway.billing import ceilings
+from gateway.billing.charging import failed, outcome, record, refused
 from gateway.billing.pricing import Cost, Usage, cost_fields, model_cost
 from gateway.catalogue import Resolved
 from gateway.errors import UpstreamError, bad_request
@@ -17,6 +18,7 @@ from gateway.jsonio import encode
 from gateway.providers.base import TranscriptionCall, TranscriptionReply
 from gateway.providers.capabilities import TranscriptionProvider
 from gateway.resolution import TRANSCRIPTION, Served, resolve
+from gateway.routing import failover
 from gateway.services import Caller, Services
 from ledger.money import from_nano, to_nano
 
@@ -84,6 +86,22 @@ def render(body: dict, response_format: str, usage: dict) -> tuple[bytes, str]:
     return subtitles(body.get("segments") or [], response_format == "vtt").encode(), "text/plain"
 
 
+# An upload's size bounds its duration for the reservation, taking audio at 32 kbit/s (the low end
+# of speech codecs' usual rates: a file coded below it holds more audio than reserved, and its
+# charge stops at what was held) and at most 50 audio tokens a second (one per 20 ms frame).
+AUDIO_BYTES_PER_SECOND = 4000
+AUDIO_TOKENS_PER_SECOND = 50
+
+
+def ceiling(services: Services, model: Resolved, upload_bytes: int) -> int:
+    """The most a transcription of an upload of `upload_bytes` can cost on `model`."""
+    seconds = Decimal(upload_bytes) / AUDIO_BYTES_PER_SECOND
+    if model.prices.audio_per_minute:
+        return ceilings.per_minute(services, model, seconds)
+    audio_tokens = int(seconds * AUDIO_TOKENS_PER_SECOND) + 1
+    return ceilings.tokens(services, model, audio_tokens, ceilings.output_limit(model))
+
+
 async def transcribe(services: Services, caller: Caller, form: upload.Form) -> tuple[bytes, str]:
     """Read the form, stream it upstream, bill the transcript; returns the body and its type."""
     try:
@@ -103,7 +121,7 @@ async def _transcribe(services: Services, caller: Caller, form: upload.Form) -> 
         raise bad_request("the form has no `file` part with the audio", "file")
     for name, value in form.fields:
         check_field(name, value)
-    api_key = await admit(services, caller, model.provider_id)
+    api_key = await failover.admit(services, caller, ROUTE, model, lambda m: ceiling(services, m, form.size_bound))
     call = TranscriptionCall(caller.request_id, model.upstream_model, form.parts(check_field), api_key)
     reply = await _call_upstream(services, caller, served, form, call)
     usage, cost = transcription_cost(model, reply, services.config.billing.usd_to_inr)

@@ -65,7 +65,7 @@ async def open_form(request: web.Request) -> "Form":
     if request.content_type != "multipart/form-data":
         raise bad_request("send multipart/form-data with the parts `file` and `model`", FILE_FIELD)
     try:
-        return Form(await request.multipart(), request[BODY_HOLD])
+        return Form(await request.multipart(), request[BODY_HOLD], declared=request.content_length)
     except (ValueError, KeyError, AssertionError) as exc:  # no or a malformed boundary
         raise broken_upload(exc) from None
 
@@ -95,8 +95,11 @@ class Form:
     """The form as it arrives; `fields` grows as parts are read, `failure` names what went
     wrong on the client's side while the form was being streamed upstream."""
 
-    def __init__(self, reader: MultipartReader, hold: BodyHold, limit: int = MAX_FILE_BYTES) -> None:
+    def __init__(self, reader: MultipartReader, hold: BodyHold, limit: int = MAX_FILE_BYTES,
+                 declared: int | None = None) -> None:
         self.fields: list[tuple[str, str]] = []
+        # The most audio the form can carry: its declared length, else the limit.
+        self.size_bound = min(declared, limit) if declared is not None else limit
         self._hold = hold  # the fields and the spool's memory are held in memory: budgeted
         self.failure: ApiError | None = None
         self.file_bytes = 0

@@ -9,7 +9,8 @@ from typing import NamedTuple
 
 from ledger.events import (
     ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, HoldReleased, IdempotencyKeyClaimed,
-    IdempotencyKeyReleased, KeyLimitsSet, KeySpendLimitsSet, MediaExpired, MusicTrackRecorded, OrgCreated, ProviderKeyRemoved,
+    IdempotencyKeyReleased, KeyLimitsSet, KeySpendLimitsSet, MediaExpired, MusicTrackRecorded, OrgCreated,
+    ProviderKeyRemoved,
     ProviderKeySet, RequestCompleted, RetentionChanged,
 )
 from ledger.periods import US_PER_DAY
@@ -175,7 +176,7 @@ def statements(recorded: Recorded) -> list[Statement]:
         case CreditsHeld(amount_inr_nano=amount, key_id=key_id) | HoldReleased(amount_inr_nano=amount, key_id=key_id):
             sign = 1 if isinstance(recorded.event, CreditsHeld) else -1
             held = [Statement(UPDATE, ADD_HELD, (sign * amount, org))]
-            return held + [Statement(UPDATE, ADD_KEY_HELD, (sign * amount, key_id, org))] if key_id else held
+            return [*held, Statement(UPDATE, ADD_KEY_HELD, (sign * amount, key_id, org))] if key_id else held
         case KeySpendLimitsSet() as e:
             return [Statement(UPDATE, SET_KEY_BUDGET, (
                 e.key_id, org, e.budget_inr_nano, e.budget_period, ",".join(e.models), e.expires_at_us, at,

@@ -8,6 +8,7 @@ recorder's business, which converts it for its database.
 
 from typing import NamedTuple
 
+from ledger import periods
 from ledger.recorder import Recorder
 from ledger.schema import HOSTED
 
@@ -44,6 +45,22 @@ class KeyLimits(NamedTuple):
     key_id: str
     requests_per_minute: int
     tokens_per_minute: int
+
+
+class SpendLimits(NamedTuple):
+    """A key's spend controls (ledger.events.KeySpendLimitsSet)."""
+    key_id: str
+    budget_inr_nano: int | None
+    budget_period: str
+    models: tuple[str, ...]
+    expires_at_us: int | None
+
+
+class KeySpend(NamedTuple):
+    """A key with a budget: what it was charged in its current period, and holds now."""
+    key_id: str
+    spent_inr_nano: int
+    held_inr_nano: int
 
 
 class ProviderKey(NamedTuple):
@@ -143,6 +160,34 @@ async def active_keys(recorder: Recorder) -> list[ActiveKey]:
 async def key_limits(recorder: Recorder) -> list[KeyLimits]:
     rows = await recorder._fetch("SELECT key_id, requests_per_minute, tokens_per_minute FROM key_limits")
     return [KeyLimits(*row) for row in rows]
+
+
+SPEND_LIMITS = "SELECT key_id, budget_inr_nano, budget_period, models, expires_at_us FROM key_budgets"
+
+
+def _spend_limits(row: tuple) -> SpendLimits:
+    return SpendLimits(row[0], row[1], row[2], tuple(filter(None, row[3].split(","))), row[4])
+
+
+async def spend_limits(recorder: Recorder, org_id: str | None = None) -> list[SpendLimits]:
+    """Every key's spend controls (of one org, when named)."""
+    where, params = (" WHERE org_id = ?", (org_id,)) if org_id else ("", ())
+    return [_spend_limits(row) for row in await recorder._fetch(SPEND_LIMITS + where, params)]
+
+
+# What each of an org's keys was charged since its budget period's first day (ledger.periods).
+KEY_SPEND = (
+    "SELECT k.key_id, COALESCE((SELECT SUM(s.charged_inr_nano) FROM key_spend_daily s WHERE s.org_id = k.org_id"
+    " AND s.key_id = k.key_id AND s.day >= CASE COALESCE(b.budget_period, 'total') WHEN 'day' THEN ?"
+    " WHEN 'month' THEN ? ELSE 0 END), 0), k.held_inr_nano FROM api_keys k"
+    " LEFT JOIN key_budgets b ON b.key_id = k.key_id AND b.org_id = k.org_id WHERE k.org_id = ?")
+
+
+async def key_spend(recorder: Recorder, org_id: str, at_us: int) -> list[KeySpend]:
+    """Each of the org's keys: charged in its budget's period holding `at_us` (in total, for a key
+    without a budget) and held by its running requests."""
+    days = (periods.first_day("day", at_us), periods.first_day("month", at_us))
+    return [KeySpend(k, int(spent), held) for k, spent, held in await recorder._fetch(KEY_SPEND, (*days, org_id))]
 
 
 async def provider_keys(recorder: Recorder) -> list[ProviderKey]:

@@ -5,5 +5,5 @@
 - `charging`: the charged rule (Outcome.charged), the credit checks before a paid request
   (admit, require_credit), and recording a request's charge in the ledger (record, bill, failed).
 
-Music's flat-price holds are music's own: gateway.music.credit_holds.
+Every paid request holds its worst case first: gateway.billing.reservations (ceilings: what it holds).
 """

@@ -13,7 +13,7 @@ from gateway.catalogue import Resolved
 from gateway.errors import ApiError, UpstreamError
 from gateway.jsonio import encode
 from gateway.services import Caller, Services
-from ledger.events import Event, RequestCompleted
+from ledger.events import CreditsHeld, Event, HoldReleased, RequestCompleted
 from ledger.money import from_nano
 from ledger.recorder import Append, Content
 
@@ -92,6 +92,24 @@ async def admit(services: Services, caller: Caller, provider_id: str) -> str:
     return key
 
 
+def released(hold: CreditsHeld, amount_inr_nano: int | None = None) -> HoldReleased:
+    """The end of `hold`, or of `amount_inr_nano` of it."""
+    return HoldReleased(hold_id=hold.hold_id, key_id=hold.key_id,
+                        amount_inr_nano=hold.amount_inr_nano if amount_inr_nano is None else amount_inr_nano)
+
+
+def held(caller: Caller) -> int:
+    """What the request holds now (nano-INR; gateway.billing.reservations)."""
+    return sum(hold.amount_inr_nano for hold in caller.holds)
+
+
+def charged_within_holds(caller: Caller, outcome: Outcome) -> int:
+    """What the balance pays: the outcome's charge, never more than the request held when it held
+    (its worst case, estimated before the call: the gateway bears an estimate that fell short,
+    so a balance or a key budget never goes below zero)."""
+    return min(outcome.charged_inr_nano, held(caller)) if caller.holds else outcome.charged_inr_nano
+
+
 def request_event(caller: Caller, outcome: Outcome, content: Content | None = None) -> RequestCompleted:
     """The ledger event for a finished request; charged only if the outcome says so."""
     return RequestCompleted(
@@ -100,7 +118,7 @@ def request_event(caller: Caller, outcome: Outcome, content: Content | None = No
         stream=outcome.stream, prompt_tokens=outcome.usage.prompt_tokens,
         completion_tokens=outcome.usage.completion_tokens,
         cost_usd_nano=outcome.cost.usd_total_nano, cost_inr_nano=outcome.cost.inr_nano,
-        charged_inr_nano=outcome.charged_inr_nano,
+        charged_inr_nano=charged_within_holds(caller, outcome),
         usd_to_inr=str(outcome.cost.rate), latency_ms=caller.elapsed_ms(), error=outcome.error,
         content_id=content.content_id if content else "", content_hash=content.sha256 if content else "",
         attempts=tuple(caller.attempts))
@@ -118,9 +136,12 @@ def retained(services: Services, caller: Caller, suffix: str, text: object) -> C
 
 async def commit(services: Services, caller: Caller, events: list[Event],
                  contents: Sequence[Content | None] = ()) -> None:
-    """Append one request's events and text as one unit; durable on return."""
-    unit = Append(caller.org_id, events, contents=[c for c in contents if c is not None])
+    """Append one request's events and text as one unit, with the end of what it holds; durable on
+    return."""
+    unit = Append(caller.org_id, [*map(released, caller.holds), *events],
+                  contents=[c for c in contents if c is not None])
     await services.writer.append(unit)
+    caller.holds.clear()
     for event in events:
         if isinstance(event, RequestCompleted):
             await _after_commit(services, caller, event)

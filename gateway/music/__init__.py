@@ -6,7 +6,6 @@ shared parts (gateway.services) may import the modules below without pulling in 
 - `routes`: the handlers of POST/GET /v1/music, /v1/music/{id}/content and /link, /media; setup_routes.
 - `request`: POST /v1/music input: validation, reference images, prompt composition, body hash.
 - `generation`: one generation: hold, claim, call upstream, store, settle; its response body.
-- `credit_holds`: the flat price reserved before the upstream call, settled or released after.
 - `idempotency`: Idempotency-Key claims in the ledger, waits, replays (IdempotencyKeys).
 - `history`: the read side: the track list, a track's download link, replays' tracks.
 - `links`: short-lived signed /media paths (Signer).

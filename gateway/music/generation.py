@@ -8,12 +8,12 @@ from typing import Literal
 
 import msgspec
 
-from gateway.billing.charging import Outcome, outcome, retained
+from gateway.billing import reservations
+from gateway.billing.charging import Outcome, commit, outcome, request_event, retained
 from gateway.billing.pricing import Cost
 from gateway.catalogue import Resolved
 from gateway.errors import ApiError, UpstreamError
 from gateway.jsonio import number
-from gateway.music import credit_holds
 from gateway.music.history import find_track
 from gateway.music.idempotency import Claim, KeyTaken
 from gateway.music.request import Image, MusicRequest, compose_prompt, request_hash, validate
@@ -71,7 +71,7 @@ async def generate(services: Services, caller: Caller, request: MusicRequest, se
     api_key = await services.provider_keys.key_for(caller.org_id, model.provider_id)
     success = outcome(ROUTE, model, 200, cost=flat_cost(services, model), byok=bool(api_key))
     # Held: what success will charge; nothing when that is nothing (BYOK, or a free model).
-    hold = await _reserve(services, caller, success.charged_inr_nano or None, claim)
+    await _reserve(services, caller, model, success.charged_inr_nano, claim)
     try:
         reply = await _call_upstream(services, caller, request, served, images, api_key)
         if claim:  # before storing: a 504 must leave no object that no ledger event names
@@ -80,29 +80,29 @@ async def generate(services: Services, caller: Caller, request: MusicRequest, se
         store = services.store if storage == "s3" else None
         stored = await store.put(object_key(caller), reply.audio, MIME) if store else None
     except BaseException as exc:  # cancelled too: the hold and the key are released either way
-        await asyncio.shield(_failed(services, caller, request, model, hold, claim, exc))
+        await asyncio.shield(_failed(services, caller, request, model, claim, exc))
         error = _client_error(exc, model, request)
         if error is exc:
             raise
         raise error from None
     generated = Generated(caller.request_id, request.model, model, reply.audio, reply.text, storage,
                           success.cost, int(time.time()))
-    await _succeeded(services, caller, request, hold, success, generated, stored, claim)
+    await _succeeded(services, caller, request, success, generated, stored, claim)
     return generated
 
 
-async def _reserve(services: Services, caller: Caller, amount_inr_nano: int | None,
-                   claim: Claim | None) -> credit_holds.Hold | None:
-    """Hold the amount (None: nothing) and claim the key, in one unit; KeyTaken if it is held."""
+async def _reserve(services: Services, caller: Caller, model: Resolved, amount_inr_nano: int,
+                   claim: Claim | None) -> None:
+    """Hold the amount (0: nothing, as for BYOK or a free model) and claim the key, in one unit;
+    KeyTaken if it is held, 402 (recorded) when the amount does not fit."""
     claimed = claim.events(caller.request_id) if claim else []
     try:
-        if amount_inr_nano is not None:
-            return await credit_holds.reserve(services, caller, amount_inr_nano, claimed)
-        if claimed:
+        if amount_inr_nano:
+            await reservations.cover(services, caller, ROUTE, model, amount_inr_nano, claimed)
+        elif claimed:
             await services.writer.append(Append(caller.org_id, claimed))
     except AppendRejected:  # the only constraint such a unit can break: the key's row
         raise KeyTaken() from None
-    return None
 
 
 async def _call_upstream(services: Services, caller: Caller, request: MusicRequest,
@@ -112,8 +112,8 @@ async def _call_upstream(services: Services, caller: Caller, request: MusicReque
     return await served.provider.generate_music(call, services.config.music.upstream_timeout_s)
 
 
-async def _succeeded(services: Services, caller: Caller, request: MusicRequest, hold: credit_holds.Hold | None,
-                     success: Outcome, generated: Generated, stored: StoredObject | None,
+async def _succeeded(services: Services, caller: Caller, request: MusicRequest, success: Outcome,
+                     generated: Generated, stored: StoredObject | None,
                      claim: Claim | None) -> None:
     prompt = _retained_prompt(services, caller, request)
     text = retained(services, caller, "_t", generated.text)
@@ -123,11 +123,11 @@ async def _succeeded(services: Services, caller: Caller, request: MusicRequest, 
         etag=stored.etag if stored else "", prompt_content_id=prompt.content_id if prompt else "",
         text_content_id=text.content_id if text else "", idempotency_key=claim.key if claim else "",
         request_hash=claim.request_hash if claim else "")
-    await credit_holds.settle(services, caller, hold, success, [track], [prompt, text])
+    await commit(services, caller, [request_event(caller, success, prompt), track], [prompt, text])
 
 
 async def _failed(services: Services, caller: Caller, request: MusicRequest, model: Resolved,
-                  hold: credit_holds.Hold | None, claim: Claim | None, exc: BaseException) -> None:
+                  claim: Claim | None, exc: BaseException) -> None:
     """Release the hold and the key, and log the failure in history (error: true, cost 0)."""
     status = getattr(_client_error(exc, model, request), "status", 500) if isinstance(exc, Exception) else 499
     prompt = _retained_prompt(services, caller, request)
@@ -136,7 +136,7 @@ async def _failed(services: Services, caller: Caller, request: MusicRequest, mod
                                prompt_content_id=prompt.content_id if prompt else "")
     failure = outcome(ROUTE, model, status, error=str(exc)[:500] or type(exc).__name__)
     released = [claim.released(caller.request_id)] if claim else []
-    await credit_holds.settle(services, caller, hold, failure, [track, *released], [prompt])
+    await commit(services, caller, [request_event(caller, failure, prompt), track, *released], [prompt])
 
 
 def _retained_prompt(services: Services, caller: Caller, request: MusicRequest) -> Content | None:

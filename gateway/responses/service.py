@@ -9,8 +9,11 @@ ever saw the gateway's response ids.
 """
 
 import time
+from collections.abc import Callable
 
+from gateway.billing import ceilings
 from gateway.billing.charging import bill
+from gateway.catalogue import Resolved
 from gateway.billing.pricing import cost_body
 from gateway.chat import chat_call
 from gateway.providers.base import ChatCall, ChatReply
@@ -51,6 +54,10 @@ class Conversation:
 
     def __init__(self, route: Plan[Served[ChatProvider]], history: list[dict], items: list[dict]) -> None:
         self.route, self.history, self.items = route, history, items
+
+    def ceiling(self, services: Services, body: dict) -> Callable[[Resolved], int]:
+        """The request's worst case on a model: the body and the history it continues."""
+        return ceilings.for_body(services, body, [body, self.history])
 
     def ready(self, services: Services, caller: Caller, served: Served[ChatProvider], api_key: str,
               body: dict, request: ResponsesRequest) -> Prepared:
@@ -103,7 +110,8 @@ async def create(services: Services, caller: Caller, body: dict, request: Respon
         ready = conversation.ready(services, caller, served, api_key, body, request)
         return ready, await (ready.native.respond(ready.call) if ready.native else served.provider.chat(ready.call))
 
-    answered = await failover.answer(services, caller, conversation.route, ask, path=ROUTE, model=request.model)
+    answered = await failover.answer(services, caller, conversation.route, ask, path=ROUTE, model=request.model,
+                                     ceiling=conversation.ceiling(services, body))
     ready, reply = answered.answer
     response = ready.answer(reply)
     cost = await bill(services, caller, ROUTE, answered.served.model, reply.usage,
@@ -124,7 +132,7 @@ async def open_stream(services: Services, caller: Caller, body: dict, request: R
         return TranslatedRelay(services, caller, ready, await served.provider.open_chat_stream(ready.call))
 
     answered = await failover.answer(services, caller, conversation.route, start, path=ROUTE, model=request.model,
-                                     stream=True)
+                                     ceiling=conversation.ceiling(services, body), stream=True)
     return answered.answer
 
 

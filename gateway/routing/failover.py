@@ -16,7 +16,9 @@ from typing import Generic, TypeVar
 
 import msgspec
 
-from gateway.billing.charging import admit, failed
+from gateway.billing import reservations
+from gateway.billing.charging import failed
+from gateway.catalogue import Resolved
 from gateway.errors import ApiError, UpstreamError
 from gateway.resolution import Capability, Served, servers
 from gateway.routing import preferences
@@ -51,18 +53,30 @@ async def plan(services: Services, body: dict, model: str, capability: Capabilit
 
 
 async def routed(services: Services, caller: Caller, body: dict, model: str, capability: Capability[P],
-                 call: Callable[[Served[P], str], Awaitable[T]], *, path: str, stream: bool = False,
-                 usable: Callable[[list[Served[P]]], list[Served[P]]] | None = None) -> Answered[P, T]:
+                 call: Callable[[Served[P], str], Awaitable[T]], *, path: str, ceiling: Callable[[Resolved], int],
+                 stream: bool = False, usable: Callable[[list[Served[P]]], list[Served[P]]] | None = None
+                 ) -> Answered[P, T]:
     """`plan`, then `answer`: the whole of a request that needs nothing between the two."""
     route = await plan(services, body, model, capability, usable)
-    return await answer(services, caller, route, call, path=path, model=model, stream=stream)
+    return await answer(services, caller, route, call, path=path, model=model, ceiling=ceiling, stream=stream)
+
+
+async def admit(services: Services, caller: Caller, path: str, model: Resolved, ceiling: Callable[[Resolved], int]
+                ) -> str:
+    """The organization's own key for `model`'s provider ("": the gateway's, and the request then
+    holds its worst case on `model`, `ceiling(model)`, or is refused with 402)."""
+    key = await services.provider_keys.key_for(caller.org_id, model.provider_id)
+    if not key:
+        await reservations.cover(services, caller, path, model, ceiling(model))
+    return key
 
 
 async def answer(services: Services, caller: Caller, route: Plan[Served[P]],
                  call: Callable[[Served[P], str], Awaitable[T]], *, path: str, model: str,
-                 stream: bool = False) -> Answered[P, T]:
-    """`call(served, api_key)` on each provider of `route` until one answers; when none does,
-    the last failure is recorded (not charged) and raised as the client's error."""
+                 ceiling: Callable[[Resolved], int], stream: bool = False) -> Answered[P, T]:
+    """`call(served, api_key)` on each provider of `route` until one answers, each paid attempt
+    holding its worst case first (`ceiling`, on that provider's prices); when none answers, the
+    last failure is recorded (not charged, its holds released) and raised as the client's error."""
     config, circuits, loop = services.config.routing, services.router.circuits, asyncio.get_running_loop()
     deadline = loop.time() + config.deadline_s - (time.monotonic() - caller.started)
     bounded = len(route.candidates) > 1  # the deadline bounds failing over; one provider has its own timeout
@@ -72,7 +86,8 @@ async def answer(services: Services, caller: Caller, route: Plan[Served[P]],
         provider = served.model.provider_id
         if len(tried) >= config.max_attempts or (last and loop.time() >= deadline):
             break
-        api_key = await admit(services, caller, provider)  # before a probe is claimed: a 402 claims none
+        # Before a probe is claimed: a 402 claims none.
+        api_key = await admit(services, caller, path, served.model, ceiling)
         if route.respect_circuits and not circuits.acquire(provider):
             continue  # another request is probing it
         if last is not None:

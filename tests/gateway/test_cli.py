@@ -318,7 +318,7 @@ async def chat_on_new_connections(url: str, key: str, count: int, body: dict | N
 
 
 async def test_serve_with_two_workers_shares_one_port_and_follows_one_ledger(sim_url, cfg):
-    org = new_org(cfg, "--credits-inr", "10")
+    org = new_org(cfg, "--credits-inr", "100")
     env = clean_env(GATEWAY_PROVIDERS_OPENAI_BASE_URL=f"{sim_url}/v1", GATEWAY_PROVIDERS_OPENAI_API_KEY=PROVIDER_KEY)
     async with gateway_process("serve", "--port", "0", "--workers", "2", "--config", cfg, env=env) as served:
         url = await served.wait_for_output(lambda _out, err: next(

@@ -166,6 +166,7 @@ ENV_OVERRIDES = [
     ("GATEWAY_STORAGE_SIGNING_SECRET", "sign-me", "storage.signing_secret", "sign-me"),
     ("GATEWAY_STORAGE_SIGNED_URL_TTL_S", "60", "storage.signed_url_ttl_s", 60),
     ("GATEWAY_BILLING_USD_TO_INR", "83.3333", "billing.usd_to_inr", Decimal("83.3333")),
+    ("GATEWAY_BILLING_RESERVE", "false", "billing.reserve", False),
     ("GATEWAY_MUSIC_UPSTREAM_TIMEOUT_S", "90.5", "music.upstream_timeout_s", 90.5),
     ("GATEWAY_SWEEPER_INTERVAL_S", "15", "sweeper.interval_s", 15.0),
     ("GATEWAY_RETENTION_TEXT_DAYS", "90", "retention.text_days", 90),

@@ -16,8 +16,10 @@ LOCK_WAIT_S = 0.3  # the ledger's wait for its write lock in these tests
 
 @pytest.fixture
 async def locked_ledger_gateway(make_gateway, config):
+    # Without holds: a hold, written before the answer began, would refuse the request instead.
     ledger = msgspec.structs.replace(config.ledger, timeout_s=LOCK_WAIT_S)
-    return await make_gateway(msgspec.structs.replace(config, ledger=ledger))
+    billing = msgspec.structs.replace(config.billing, reserve=False)
+    return await make_gateway(msgspec.structs.replace(config, ledger=ledger, billing=billing))
 
 
 @contextlib.contextmanager

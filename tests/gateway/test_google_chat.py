@@ -428,11 +428,11 @@ async def test_upstream_silence_is_504(make_gateway, config):
     google = msgspec.structs.replace(config.providers["google"], timeout_s=0.3)
     gateway = await make_gateway(msgspec.structs.replace(
         config, providers={**config.providers, "google": google}))
-    org = await gateway.new_org("10")
+    org = await gateway.new_org("100")  # covers the worst case of gemini's 65,536 output tokens
     for stream in (False, True):
         response = await post_chat(gateway, org, ask("x [sim:hang]", stream=stream))
         assert response.status == 504
-    assert await gateway.balance(org["org_id"]) == 10
+    assert await gateway.balance(org["org_id"]) == 100
 
 
 async def test_image_url_that_is_not_a_data_url_is_400_without_upstream_call(gateway, org, simulator):

@@ -38,7 +38,7 @@ async def assert_recorded_unbilled(gateway, org: dict, route: str) -> None:
     assert (event.route, event.status, event.charged_inr_nano, event.cost_inr_nano) == (route, 502, 0, 0)
     assert await gateway.balance(org["org_id"]) == Decimal("100")
     checked, problems = await audit.verify(gateway.ledger.recorder)
-    assert problems == [] and checked == 4  # org, key, credits, the request
+    assert problems == [] and checked == 6  # org, key, credits, the hold, its release, the request
 
 
 def assert_gateway_error(error: dict, provider: str, kind: str = "gateway_error") -> None:
@@ -145,7 +145,9 @@ async def test_sound_answers_around_the_bounds_are_billed_as_usual(gateway, org)
 async def test_a_stream_whose_charge_cannot_be_recorded_ends_with_an_error_event(make_gateway, config, tmp_path,
                                                                                  route):
     # Another process holds the SQLite write lock past the ledger's wait: the charge cannot commit.
-    config = msgspec.structs.replace(config, ledger=msgspec.structs.replace(config.ledger, timeout_s=0.3))
+    # (Without holds: a hold, written first, would fail the request before its stream began.)
+    config = msgspec.structs.replace(config, ledger=msgspec.structs.replace(config.ledger, timeout_s=0.3),
+                                     billing=msgspec.structs.replace(config.billing, reserve=False))
     gateway = await make_gateway(config)
     org = await gateway.new_org("100")
     holder = sqlite3.connect(tmp_path / "ledger.db", isolation_level=None)
