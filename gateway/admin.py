@@ -1,8 +1,13 @@
 """Operator actions on the ledger. Each appends events; none edits a row."""
 
-from collections.abc import Collection
+import re
+from collections.abc import Callable, Collection, Sequence
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TypeGuard, get_args
+
+import msgspec
+from msgspec import UNSET, UnsetType
 
 from gateway import keys
 from gateway.config import Config
@@ -10,13 +15,15 @@ from gateway.jsonio import number
 from gateway.sealing import Sealer, SealingError
 from ledger import queries
 from ledger.events import (
-    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, KeyLimitsSet, OrgCreated, ProviderKeyRemoved, ProviderKeySet,
-    Retention, RetentionChanged,
+    ApiKeyCreated, ApiKeyRevoked, BudgetPeriod, CreditsAdded, Event, KeyLimitsSet, KeySpendLimitsSet, OrgCreated,
+    ProviderKeyRemoved, ProviderKeySet, Retention, RetentionChanged,
 )
 from ledger.money import InvalidAmount, from_nano, parse_amount, to_nano
 from ledger.recorder import Append, Recorder, Secret
 
 RETENTION_MODES: tuple[Retention, ...] = get_args(Retention)
+BUDGET_PERIODS: tuple[BudgetPeriod, ...] = get_args(BudgetPeriod)
+MODEL_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*(/[A-Za-z0-9._:*-]+)?")
 SHIPPED_PROVIDERS = tuple(Config().providers)  # the configured ones, unless a caller names them
 # Balances are 64-bit nano-rupees (about 9.2e9 INR); one operation stays far below that.
 MAX_AMOUNT_INR = Decimal(1_000_000_000)
@@ -66,14 +73,99 @@ async def set_retention(recorder: Recorder, org_id: str, retention: str) -> dict
     return {"org_id": org_id, "retention": retention}
 
 
-async def set_key_limits(recorder: Recorder, key_id: str, requests_per_minute: int, tokens_per_minute: int) -> dict:
-    """A key's own rate limits per minute (0: unlimited), instead of the `[limits]` defaults."""
-    if requests_per_minute < 0 or tokens_per_minute < 0:
+class SpendChange(msgspec.Struct, frozen=True, kw_only=True):
+    """What to change of a key's spend controls: a field left UNSET stays as it is, "" (or None,
+    or an empty list) clears it. The CLI's options and the API's JSON both read into this."""
+
+    budget_inr: str | UnsetType = UNSET
+    budget_period: str | UnsetType = UNSET
+    models: Sequence[str] | UnsetType = UNSET
+    expires: str | UnsetType = UNSET
+
+
+async def set_key_limits(recorder: Recorder, key_id: str, requests_per_minute: int | None = None,
+                         tokens_per_minute: int | None = None, change: SpendChange | None = None,
+                         known: Callable[[str], str] | None = None) -> dict:
+    """A key's own rate limits per minute (0: unlimited; None: as they are), instead of the
+    `[limits]` defaults, and its spend controls (`change`; see `spend_limits`)."""
+    if (requests_per_minute or 0) < 0 or (tokens_per_minute or 0) < 0:
         raise AdminError("limits must be 0 (unlimited) or positive")
     key = await _require_key(recorder, key_id)
-    await _append(recorder, Append(key.org_id, [KeyLimitsSet(
-        key_id=key_id, requests_per_minute=requests_per_minute, tokens_per_minute=tokens_per_minute)]))
-    return {"key_id": key_id, "requests_per_minute": requests_per_minute, "tokens_per_minute": tokens_per_minute}
+    current = {row.key_id: row for row in await queries.key_limits(recorder)}.get(key_id)
+    rpm = requests_per_minute if requests_per_minute is not None else current.requests_per_minute if current else 0
+    tpm = tokens_per_minute if tokens_per_minute is not None else current.tokens_per_minute if current else 0
+    events: list[Event] = []
+    if requests_per_minute is not None or tokens_per_minute is not None:
+        events.append(KeyLimitsSet(key_id=key_id, requests_per_minute=rpm, tokens_per_minute=tpm))
+    if change is not None:
+        events.append(spend_limits(key_id, await _spend_limits(recorder, key), change, known))
+    if events:
+        await _append(recorder, Append(key.org_id, events))
+    return {"key_id": key_id, "requests_per_minute": rpm, "tokens_per_minute": tpm,
+            **limits_fields(await _spend_limits(recorder, key))}
+
+
+def spend_limits(key_id: str, current: queries.SpendLimits | None, change: SpendChange,
+                 known: Callable[[str], str] | None = None) -> KeySpendLimitsSet:
+    """The key's spend controls after `change`, whole, as the event recording them; AdminError
+    naming what is wrong. `known` maps a model name to its canonical form (LookupError: unknown)."""
+    budget = current.budget_inr_nano if current else None
+    if change.budget_inr is not UNSET:
+        budget = to_nano(_amount(change.budget_inr, allow_zero=True)) if change.budget_inr.strip() else None
+    period = _period(current.budget_period if current else "total")
+    if change.budget_period is not UNSET:
+        period = _period(change.budget_period or "total")
+    models = current.models if current else ()
+    if change.models is not UNSET:
+        models = tuple(_model_pattern(name.strip(), known) for name in change.models if name.strip())
+    expires = current.expires_at_us if current else None
+    if change.expires is not UNSET:
+        expires = _instant(change.expires) if change.expires.strip() else None
+    return KeySpendLimitsSet(key_id=key_id, budget_inr_nano=budget, budget_period=period,
+                             models=models, expires_at_us=expires)
+
+
+def limits_fields(limits: queries.SpendLimits | None) -> dict:
+    """A key's spend controls as the API and the CLI show them."""
+    budget = limits.budget_inr_nano if limits else None
+    expires = limits.expires_at_us if limits else None
+    return {"budget_inr": None if budget is None else number(from_nano(budget)),
+            "budget_period": limits.budget_period if limits else "total",
+            "models": list(limits.models) if limits else [],
+            "expires_at": None if expires is None else expires // 1_000_000}
+
+
+def _period(text: str) -> BudgetPeriod:
+    for period in BUDGET_PERIODS:
+        if period == text:
+            return period
+    raise AdminError(f"budget period must be one of {', '.join(BUDGET_PERIODS)}, got {text!r}")
+
+
+def _model_pattern(name: str, known: Callable[[str], str] | None) -> str:
+    """A model id (as given, or the catalogue's id for it) or `provider/*`."""
+    if not MODEL_PATTERN.fullmatch(name):
+        raise AdminError(f"model {name!r} is neither a model id nor provider/*")
+    if known is None or name.endswith("/*"):
+        return name
+    try:
+        return known(name)
+    except LookupError:
+        raise AdminError(f"model {name!r} is not in the catalogue") from None
+
+
+def _instant(text: str) -> int:
+    """An ISO 8601 time (UTC when it names no offset) in microseconds."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise AdminError(f"expiry {text!r} is not an ISO 8601 time such as 2026-12-31T00:00:00Z") from None
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1_000_000)
+
+
+async def _spend_limits(recorder: Recorder, key: queries.ApiKey) -> queries.SpendLimits | None:
+    return next((row for row in await queries.spend_limits(recorder, key.org_id) if row.key_id == key.key_id), None)
 
 
 async def set_provider_key(recorder: Recorder, sealer: Sealer, org_id: str, provider: str, key: str,
@@ -116,7 +208,7 @@ def key_created(key: str, key_id: str, *, admin: bool, name: str = "") -> ApiKey
                          name=name, admin=admin)
 
 
-def _amount(text: str, allow_zero: bool = False) -> Decimal:
+def _amount(text: str | Decimal, allow_zero: bool = False) -> Decimal:
     try:
         amount = parse_amount(text)
     except InvalidAmount as exc:

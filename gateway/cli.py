@@ -9,7 +9,8 @@ from typing import TypeVar
 
 import msgspec
 
-from gateway import admin, config as config_module, demo, log_setup, server, workers
+from gateway import admin, config as config_module, demo, key_policy, log_setup, server, workers
+from gateway.catalogue import Catalogue
 from gateway.admin import AdminError
 from gateway.app import ledger_recorder
 from gateway.config import Config, ConfigError
@@ -68,8 +69,12 @@ def _admin_parser(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     provider_key.add_argument("key", help="the key, env:NAME to read a variable, or - for standard input")
     limits = add("set-key-limits")
     limits.add_argument("key_id")
-    limits.add_argument("--requests-per-minute", type=int, default=0, help="0: unlimited")
-    limits.add_argument("--tokens-per-minute", type=int, default=0, help="0: unlimited")
+    limits.add_argument("--requests-per-minute", type=int, help="0: unlimited")
+    limits.add_argument("--tokens-per-minute", type=int, help="0: unlimited")
+    limits.add_argument("--budget-inr", help="what the key may be charged per period; empty: no budget")
+    limits.add_argument("--budget-period", help="day (UTC), month (calendar, UTC) or total; empty: total")
+    limits.add_argument("--models", help="ID,ID,provider/* the key may use; empty: every model")
+    limits.add_argument("--expires", help="ISO 8601 time the key stops working; empty: never")
     removed = add("remove-provider-key")
     removed.add_argument("org_id")
     removed.add_argument("provider", help="a configured provider's id ([providers.<id>])")
@@ -93,10 +98,22 @@ def admin_action(args: argparse.Namespace, config: Config) -> Callable[[Recorder
             sealer, key = Sealer(config.secrets.master_key), _secret_argument(args.key)
             return lambda r: admin.set_provider_key(r, sealer, args.org_id, args.provider, key, config.providers)
         case "set-key-limits":
-            return lambda r: admin.set_key_limits(r, args.key_id, args.requests_per_minute, args.tokens_per_minute)
+            return _set_key_limits(args, config)
         case "remove-provider-key":
             return lambda r: admin.remove_provider_key(r, args.org_id, args.provider, config.providers)
     raise AssertionError(args.action)
+
+
+def _set_key_limits(args: argparse.Namespace, config: Config) -> Callable[[Recorder], Awaitable[dict]]:
+    """set-key-limits: the options given change their limit; those left out stay as they are."""
+    given = {name: value for name, value in (("budget_inr", args.budget_inr), ("budget_period", args.budget_period),
+                                             ("expires", args.expires)) if value is not None}
+    if args.models is not None:
+        given["models"] = args.models.split(",")
+    change = admin.SpendChange(**given) if given else None
+    catalogue = Catalogue.load(config.catalogue.path or None)
+    return lambda r: admin.set_key_limits(r, args.key_id, args.requests_per_minute, args.tokens_per_minute,
+                                          change, key_policy.canonical(catalogue))
 
 
 def _secret_argument(text: str) -> str:

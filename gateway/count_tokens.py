@@ -13,6 +13,7 @@ from typing import Annotated
 
 import msgspec
 
+from gateway import key_policy
 from gateway.billing.charging import admit, failed, outcome, record
 from gateway.errors import UpstreamError, bad_request
 from gateway.messages_request import AnthropicTool, AnthropicToolChoice, Block, InputMessage
@@ -36,7 +37,9 @@ class CountTokensRequest(msgspec.Struct):
 
 async def count(services: Services, caller: Caller, body: dict, request: CountTokensRequest) -> dict:
     """`{"input_tokens": N}` from the model's provider; recorded, never charged."""
-    model = resolve(services, request.model, CHAT).model
+    [served] = await key_policy.permitted(services, caller, ROUTE, request.model,
+                                          [resolve(services, request.model, CHAT)])
+    model = served.model
     counter = services.providers.token_counting.get(model.provider_id)
     if counter is None:
         raise bad_request(f"counting tokens is not available for model {request.model!r}: its provider"

@@ -8,6 +8,7 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from gateway import key_policy
 from gateway.edge import check_url, printable
 from gateway.errors import ApiError, ledger_unavailable, speaks_anthropic, unauthorized
 from gateway.facts import RequestFacts
@@ -149,6 +150,8 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     if principal is None:
         raise unauthorized("invalid or revoked API key")
     services = request.app[SERVICES]
+    if (expired := key_policy.expired_at(services, principal.key_id)) is not None:
+        raise await key_policy.refuse_expired(services, Caller(principal, request[REQUEST_ID]), request.path, expired)
     await services.limiter.admit(principal.key_id, services.limits_for(principal.key_id))
     request[CALLER] = Caller(principal, request[REQUEST_ID], facts=request[FACTS])
     structlog.contextvars.bind_contextvars(org_id=principal.org_id)

@@ -8,7 +8,7 @@ renders `text`, `srt` and `vtt` itself (subtitles from the segments of `verbose_
 
 from decimal import Decimal
 
-from gateway import upload
+from gateway import key_policy, upload
 from gateway.billing import ceilings
 from gateway.billing.charging import failed, outcome, record, refused
 from gateway.billing.pricing import Cost, Usage, cost_fields, model_cost
@@ -115,7 +115,8 @@ async def _transcribe(services: Services, caller: Caller, form: upload.Form) -> 
     requested = form.value("model")
     if not requested:
         raise bad_request("the form has no `model` part", "model")
-    served = resolve(services, requested, TRANSCRIPTION)
+    [served] = await key_policy.permitted(services, caller, ROUTE, requested,
+                                          [resolve(services, requested, TRANSCRIPTION)])
     model = served.model
     if not form.has_file:
         raise bad_request("the form has no `file` part with the audio", "file")

@@ -28,6 +28,12 @@ async def get_log(request: web.Request) -> web.Response:
     return json_response(body, headers=NO_STORE)
 
 
+async def change_key_limits(request: web.Request) -> web.Response:
+    _, parsed = await parse_body(request, org_keys.LimitsChange, KEY_BODY_BYTES)
+    return json_response(await org_keys.change_limits(request.app[SERVICES], request[CALLER],
+                                                      request.match_info["key_id"], parsed))
+
+
 async def list_keys(request: web.Request) -> web.Response:
     body = await org_keys.listing(request.app[SERVICES], request[CALLER])
     return json_response(body, headers=NO_STORE)
@@ -50,6 +56,7 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_get("/v1/keys", list_keys)
     app.router.add_post("/v1/keys", create_key)
     app.router.add_delete("/v1/keys/{key_id}", revoke_key)
+    app.router.add_patch("/v1/keys/{key_id}", change_key_limits)
     app.router.add_get("/dashboard", page.page)
     app.router.add_get("/dashboard/", page.page)
     app.router.add_get("/dashboard/static/{name}", page.asset)

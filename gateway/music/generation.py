@@ -8,6 +8,7 @@ from typing import Literal
 
 import msgspec
 
+from gateway import key_policy
 from gateway.billing import reservations
 from gateway.billing.charging import Outcome, commit, outcome, request_event, retained
 from gateway.billing.pricing import Cost
@@ -177,6 +178,7 @@ async def create(services: Services, caller: Caller, body: dict, request: MusicR
                  idempotency_key: str | None) -> dict:
     """POST /v1/music: validate, then generate once (or replay the first answer for the key)."""
     served, images = validate(services, request)
+    await key_policy.permitted(services, caller, ROUTE, request.model, [served])
     if not idempotency_key:
         return response_body(services, await generate(services, caller, request, served, images))
     digest = request_hash(body)

@@ -19,6 +19,7 @@ import msgspec
 from gateway.billing import reservations
 from gateway.billing.charging import failed
 from gateway.catalogue import Resolved
+from gateway import key_policy
 from gateway.errors import ApiError, UpstreamError
 from gateway.resolution import Capability, Served, servers
 from gateway.routing import preferences
@@ -77,12 +78,13 @@ async def answer(services: Services, caller: Caller, route: Plan[Served[P]],
     """`call(served, api_key)` on each provider of `route` until one answers, each paid attempt
     holding its worst case first (`ceiling`, on that provider's prices); when none answers, the
     last failure is recorded (not charged, its holds released) and raised as the client's error."""
+    candidates = await key_policy.permitted(services, caller, path, model, route.candidates)
     config, circuits, loop = services.config.routing, services.router.circuits, asyncio.get_running_loop()
     deadline = loop.time() + config.deadline_s - (time.monotonic() - caller.started)
-    bounded = len(route.candidates) > 1  # the deadline bounds failing over; one provider has its own timeout
+    bounded = len(candidates) > 1  # the deadline bounds failing over; one provider has its own timeout
     tried: list[Attempt] = caller.attempts
     last: tuple[Served[P], UpstreamError] | None = None
-    for served in route.candidates:
+    for served in candidates:
         provider = served.model.provider_id
         if len(tried) >= config.max_attempts or (last and loop.time() >= deadline):
             break
