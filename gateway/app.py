@@ -26,20 +26,21 @@ from gateway.routing.router import Router
 from gateway.sealing import Sealer
 from gateway.services import Services
 from gateway.state import (
-    BODY_BUDGET, CONFIG, LEDGER, METRICS, REDIS, ROUTER, SERVICES, SESSIONS, STORE, UPSTREAM, Ledger,
+    BODY_BUDGET, CLOCK, CONFIG, LEDGER, METRICS, REDIS, ROUTER, SERVICES, SESSIONS, STORE, UPSTREAM, Ledger,
 )
 from ledger.backends import recorder_for
 from ledger.follower import LogFollower
-from ledger.recorder import Recorder
+from ledger.recorder import Clock, Recorder, wall_clock_us
 from ledger.writer import GroupCommitWriter
 from storage.settings import open_store
 
 
-def create_app(config: Config) -> web.Application:
+def create_app(config: Config, *, clock: Clock = wall_clock_us) -> web.Application:
     app = web.Application(middlewares=[observe, authenticate, intake],
                           client_max_size=MAX_BODY_BYTES)  # per-route limits in handlers
     app[BODY_BUDGET] = BodyBudget(config.server.max_inflight_body_bytes, config.server.body_budget_wait_s)
     app[CONFIG] = config
+    app[CLOCK] = clock
     app[METRICS] = Metrics(config.storage.retention_days)
     app.on_response_prepare.append(add_request_id)
     app[SESSIONS] = set()
@@ -49,15 +50,16 @@ def create_app(config: Config) -> web.Application:
     return app
 
 
-def ledger_recorder(settings: LedgerConfig) -> Recorder:
+def ledger_recorder(settings: LedgerConfig, clock: Clock = wall_clock_us) -> Recorder:
     """The configured ledger's recorder, with its timeouts (not yet open)."""
-    return recorder_for(settings.url, timeout_s=settings.timeout_s, connect_timeout_s=settings.connect_timeout_s)
+    return recorder_for(settings.url, timeout_s=settings.timeout_s, connect_timeout_s=settings.connect_timeout_s,
+                        clock=clock)
 
 
 async def ledger_ctx(app: web.Application) -> AsyncIterator[None]:
     """The recorder, its group-commit writer, and the in-memory directory that follows it."""
     settings = app[CONFIG].ledger
-    recorder = ledger_recorder(settings)
+    recorder = ledger_recorder(settings, app[CLOCK])
     await recorder.open(migrate=settings.migrate_on_start)
     directory = Directory()
     follower = LogFollower(recorder, directory.apply, after=await directory.load(recorder))

@@ -125,6 +125,7 @@ OPERATIONS = MappingProxyType({
     ("GET", "/v1/keys"): Operation("The organization's API keys"),
     ("POST", "/v1/keys"): Operation("A new API key (admin keys only)", org_keys.NewKey, answers={"201": (JSON,)}),
     ("DELETE", "/v1/keys/{key_id}"): Operation("Revoke an API key (admin keys only)"),
+    ("PATCH", "/v1/keys/{key_id}"): Operation("Change a key's spend controls (admin keys only)", org_keys.LimitsChange),
     ("GET", "/dashboard"): Operation("The dashboard page", answers={"200": ("text/html",)}, security=PUBLIC),
     ("GET", "/dashboard/"): Operation("The dashboard page", answers={"200": ("text/html",)}, security=PUBLIC),
     ("GET", "/dashboard/static/{name}"): Operation("A dashboard file", answers={"200": ("text/javascript",)},

@@ -21,7 +21,7 @@ from gateway.directory import Directory
 from gateway.facts import RequestFacts
 from gateway.metrics import Metrics
 from ledger.follower import LogFollower
-from ledger.recorder import Recorder
+from ledger.recorder import Clock, Recorder
 from ledger.writer import GroupCommitWriter
 from storage.objects import ObjectStore
 
@@ -43,6 +43,7 @@ class Ledger(msgspec.Struct, frozen=True):
 
 # -- the application's, set once as it starts (see gateway.app) --------------------------------
 CONFIG = web.AppKey("config", Config)
+CLOCK: web.AppKey[Clock] = web.AppKey("clock")  # the ledger's time, and so budget periods' (tests set it)
 LEDGER = web.AppKey("ledger", Ledger)
 UPSTREAM: web.AppKey[Upstream] = web.AppKey("upstream")
 REDIS: web.AppKey[Redis | None] = web.AppKey("redis")  # None: no Redis configured

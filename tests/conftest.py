@@ -102,8 +102,8 @@ class Gateway:
 
 @pytest.fixture
 def make_gateway(aiohttp_server, aiohttp_client):
-    async def start(config: Config) -> Gateway:
-        server = await aiohttp_server(create_app(config))
+    async def start(config: Config, **options) -> Gateway:
+        server = await aiohttp_server(create_app(config, **options))
         return Gateway(server, await aiohttp_client(server))
     return start
 

@@ -36,7 +36,7 @@ class LimitsChange(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     def change(self) -> admin.SpendChange:
         """The same change as the CLI's options say it (gateway.admin.SpendChange)."""
-        budget = self.budget_inr if self.budget_inr is UNSET else str(self.budget_inr or "")
+        budget = self.budget_inr if self.budget_inr is UNSET else "" if self.budget_inr is None else str(self.budget_inr)
         return admin.SpendChange(budget_inr=budget, budget_period=_cleared(self.budget_period),
                                  models=[] if self.models is None else self.models, expires=_cleared(self.expires_at))
 

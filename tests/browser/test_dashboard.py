@@ -253,9 +253,34 @@ async def test_another_orgs_requests_and_tracks_are_not_visible(gateway, org, ui
 
 
 async def test_keys_admin_creates_and_revokes_non_admin_only_lists(gateway, org, ui):
+    limited = await gateway.client.post("/v1/keys", json={"name": "limited"}, headers=auth(org["api_key"]))
+    assert limited.status == 201, await limited.text()
+    limited_id = (await limited.json())["id"]
+    limits = {"budget_inr": "25", "budget_period": "day", "models": ["gpt-4o-mini", "openai/*"],
+              "expires_at": "2030-01-01T00:00:00Z"}
+    patched = await gateway.client.patch(f"/v1/keys/{limited_id}", json=limits, headers=auth(org["api_key"]))
+    assert patched.status == 200, await patched.text()
+    listed = await patched.json()
+    assert (listed["budget_period"], listed["models"], listed["expires_at"]) == (
+        "day", ["gpt-4o-mini", "openai/*"], int(datetime(2030, 1, 1, tzinfo=UTC).timestamp()))
+    await gateway.ledger.follower.catch_up()
+
     page = await ui.open(gateway)
     await ui.sign_in(page, org["api_key"])
     await ui.section(page, "Keys")
+    limited_row = page.locator(f'#keys-table tr[data-id="{limited_id}"]')
+    await expect(limited_row.locator('[data-col="budget"]')).to_have_text("₹25 / day")
+    await expect(limited_row.locator('[data-col="spent"]')).to_have_text("0")
+    await expect(limited_row.locator('[data-col="reserved"]')).to_have_text("0")
+    await expect(limited_row.locator('[data-col="models"]')).to_have_text("gpt-4o-mini, openai/*")
+    await expect(limited_row.locator('[data-col="expires"]')).to_have_text("2030-01-01 00:00 UTC")
+    await expect(limited_row.locator('[data-col="expires"] time')).to_have_attribute(
+        "datetime", "2030-01-01T00:00:00.000Z")
+    unlimited_row = page.locator(f'#keys-table tr[data-id="{org["key_id"]}"]')
+    await expect(unlimited_row.locator('[data-col="budget"]')).to_have_text("—")
+    await expect(unlimited_row.locator('[data-col="models"]')).to_have_text("all")
+    await expect(unlimited_row.locator('[data-col="expires"]')).to_have_text("never")
+    await ui.shot(page, "limits")
     await page.get_by_label("Name").fill("ci-bot")
     await page.get_by_role("button", name="Create key").click()
     new_key = page.locator("#new-key-value")
@@ -265,6 +290,8 @@ async def test_keys_admin_creates_and_revokes_non_admin_only_lists(gateway, org,
     await ui.shot(page, "created")
     ci_row = page.locator("#keys-table tbody tr", has_text="ci-bot")
     await expect(ci_row.locator('[data-col="admin"]')).to_have_text("no")
+    await expect(ci_row.locator('[data-col="models"]')).to_have_text("all")
+    await expect(ci_row.locator('[data-col="expires"]')).to_have_text("never")
     assert (await post_chat(gateway, {"api_key": created}, chat_body())).status == 200
     own_row = page.locator(f'#keys-table tr[data-id="{org["key_id"]}"]')
     await expect(own_row.get_by_role("button")).to_have_count(0)  # never one's own key
@@ -282,7 +309,7 @@ async def test_keys_admin_creates_and_revokes_non_admin_only_lists(gateway, org,
     await page.get_by_role("button", name="Sign out").click()
     await ui.sign_in(page, reader["api_key"])
     await ui.section(page, "Keys")
-    await expect(page.locator("#keys-table tbody tr")).to_have_count(3)
+    await expect(page.locator("#keys-table tbody tr")).to_have_count(4)
     await expect(page.locator("#keys-readonly")).to_be_visible()
     await expect(page.locator("#key-form")).to_be_hidden()
     await expect(page.locator("#keys-table button")).to_have_count(0)

@@ -1,7 +1,7 @@
-// Keys: the org's API keys; admin keys may create (shown once) and revoke them.
+// Keys: the org's API keys with their spend controls; admin keys may create (shown once) and revoke them.
 
 import { api } from "./api.js";
-import { announce, byId, h, setError, text, timeElement } from "./dom.js";
+import { announce, byId, h, isoTime, setError, text, timeElement } from "./dom.js";
 
 export function createKeys(app) {
   const form = byId("key-form");
@@ -68,6 +68,11 @@ export function createKeys(app) {
       h("td", { "data-col": "created" }, timeElement(key.created)),
       h("td", { "data-col": "last_used" }, key.last_used ? timeElement(key.last_used) : "never"),
       h("td", { "data-col": "revoked" }, key.revoked ? timeElement(key.revoked) : "no"),
+      h("td", { "data-col": "budget", text: budgetText(key) }),
+      h("td", { "data-col": "spent", class: "n", text: text(key.spent_inr, "0"), title: spentTitle(key) }),
+      h("td", { "data-col": "reserved", class: "n", text: text(key.reserved_inr, "0") }),
+      h("td", { "data-col": "models", class: "models", text: key.models?.length ? key.models.join(", ") : "all" }),
+      h("td", { "data-col": "expires" }, key.expires_at ? utcTimeElement(key.expires_at) : "never"),
       actions);
   }
 
@@ -127,6 +132,26 @@ async function copyNewKey() {
     input.select();
     announce("Copying was not allowed: the key is selected, press Ctrl+C (or ⌘C) to copy it.");
   }
+}
+
+/** "₹10 / day", "₹10 / month", "₹10 in total"; "—" without a budget. */
+function budgetText(key) {
+  if (key.budget_inr === null || key.budget_inr === undefined) return "—";
+  return key.budget_period === "day" || key.budget_period === "month"
+    ? `₹${key.budget_inr} / ${key.budget_period}` : `₹${key.budget_inr} in total`;
+}
+
+/** What the Spent column counts, and when it starts again. */
+function spentTitle(key) {
+  const counted = key.budget_inr === null || key.budget_inr === undefined || key.budget_period === "total"
+    ? "INR charged in total" : `INR charged this ${key.budget_period}`;
+  return key.resets_at ? `${counted}; resets ${isoTime(key.resets_at)}` : counted;
+}
+
+/** A <time> element for Unix seconds, shown in UTC ("2030-01-01 00:00 UTC"). */
+function utcTimeElement(seconds) {
+  const iso = isoTime(seconds);
+  return h("time", { datetime: iso, title: iso, text: `${iso.slice(0, 16).replace("T", " ")} UTC` });
 }
 
 function hideNewKey() {

@@ -1,0 +1,161 @@
+"""Per-key spend controls (issue 17): budgets held exactly under concurrency, allow-lists, expiry,
+day budgets resetting at UTC midnight, refusals in the request log, replay -> verify.
+
+The exact-count tests use music, whose flat price is its worst case: each request holds what it
+is then charged, so a budget of K prices lets exactly K of any number of concurrent requests in,
+whatever order they finish in.
+"""
+
+import asyncio
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+
+from ledger import audit
+from ledger.events import RequestCompleted
+from support import auth, chat_body, decimal_json, upstream_requests
+
+PRICE_INR = Decimal("0.05") * 84  # one tune-3-clip-preview generation at the default rate
+
+
+def at_us(text: str) -> int:
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()) * 1_000_000
+
+
+class Clock:
+    """The gateway's ledger clock, moved by the test."""
+
+    def __init__(self, text: str) -> None:
+        self.now = at_us(text)
+
+    def __call__(self) -> int:
+        return self.now
+
+
+async def new_key(gateway, org: dict, **limits) -> dict:
+    response = await gateway.client.post("/v1/keys", json={"name": "limited", **limits}, headers=auth(org["api_key"]))
+    assert response.status == 201, await response.text()
+    return await response.json()
+
+
+async def music(gateway, key: str, prompt: str = "a calm tune") -> tuple[int, dict]:
+    response = await gateway.client.post("/v1/music", json={"model": "tune-3-clip-preview", "prompt": prompt},
+                                         headers=auth(key))
+    return response.status, decimal_json(await response.read())
+
+
+async def listed(gateway, org: dict, key_id: str) -> dict:
+    body = await (await gateway.client.get("/v1/keys", headers=auth(org["api_key"]))).json()
+    return next(item for item in body["data"] if item["id"] == key_id)
+
+
+async def replays_to_the_same_tables(gateway) -> None:
+    recorder = gateway.ledger.recorder
+    assert (await audit.verify(recorder))[1] == []
+    await audit.replay(recorder)
+    assert (await audit.verify(recorder))[1] == []
+
+
+@pytest.mark.parametrize("k", [0, 7])
+async def test_64_concurrent_requests_against_a_budget_of_k_prices_let_exactly_k_in(gateway, org, k):
+    key = await new_key(gateway, org, budget_inr=str(PRICE_INR * k), budget_period="total")
+    results = await asyncio.gather(*(music(gateway, key["api_key"], f"tune {n}") for n in range(64)))
+    statuses = [status for status, _ in results]
+    assert statuses.count(200) == k and statuses.count(402) == 64 - k
+    for status, body in results:
+        if status == 402:
+            assert body["error"]["code"] == "key_budget_exceeded" and "does not reset" in body["error"]["message"]
+    item = await listed(gateway, org, key["id"])
+    assert Decimal(str(item["spent_inr"])) == PRICE_INR * k and item["reserved_inr"] == 0
+    assert await gateway.balance(org["org_id"]) == Decimal(100) - PRICE_INR * k
+    await replays_to_the_same_tables(gateway)
+
+
+async def test_concurrent_chats_never_spend_past_the_budget_and_each_refusal_says_why(gateway, org):
+    key = await new_key(gateway, org, budget_inr="0.05")
+    bodies = [chat_body(f"question {n} [sim:tokens=30]", max_tokens=50) for n in range(40)]
+    responses = await asyncio.gather(*(gateway.client.post("/v1/chat/completions", json=body,
+                                                           headers=auth(key["api_key"])) for body in bodies))
+    assert {r.status for r in responses} <= {200, 402} and 200 in {r.status for r in responses}
+    charged = [Decimal(r.headers["X-Gateway-Charged-INR"]) for r in responses if r.status == 200]
+    assert sum(charged) <= Decimal("0.05")
+    for refused in [r for r in responses if r.status == 402]:
+        assert (await refused.json())["error"]["code"] == "key_budget_exceeded"
+    item = await listed(gateway, org, key["id"])
+    assert Decimal(str(item["spent_inr"])) == sum(charged) and item["reserved_inr"] == 0
+
+
+async def test_the_org_balance_is_the_limit_when_it_is_smaller(gateway):
+    org = await gateway.new_org(str(PRICE_INR * 3))
+    results = await asyncio.gather(*(music(gateway, org["api_key"], f"tune {n}") for n in range(20)))
+    assert [s for s, _ in results].count(200) == 3
+    refusal = next(body for status, body in results if status == 402)
+    assert refusal["error"]["code"] == "insufficient_credits" and refusal["error"]["limit"] == "org_balance"
+    assert await gateway.balance(org["org_id"]) == 0
+
+
+async def test_a_model_outside_the_allow_list_is_403_before_any_upstream_call(gateway, org, simulator):
+    key = await new_key(gateway, org, models=["text-embedding-3-small", "anthropic/*"])
+    before = len(await upstream_requests(gateway, simulator))
+    response = await gateway.client.post("/v1/chat/completions", json=chat_body("hi", max_tokens=5),
+                                         headers=auth(key["api_key"]))
+    assert response.status == 403
+    error = (await response.json())["error"]
+    assert error["code"] == "model_not_allowed" and "gpt-4o-mini" in error["message"]
+    assert len(await upstream_requests(gateway, simulator)) == before
+    allowed = await gateway.client.post("/v1/messages", headers=auth(key["api_key"]), json={
+        "model": "claude-haiku-4-5", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})
+    assert allowed.status == 200
+    log = await (await gateway.client.get("/v1/logs?status=403", headers=auth(org["api_key"]))).json()
+    assert [entry["error"] for entry in log["data"]] == [error["message"]]
+
+
+async def test_an_expired_key_is_401_and_its_refusal_is_in_the_log(gateway, org):
+    key = await new_key(gateway, org, expires_at="2020-01-01T00:00:00Z")
+    response = await gateway.client.post("/v1/chat/completions", json=chat_body("hi"), headers=auth(key["api_key"]))
+    assert response.status == 401
+    error = (await response.json())["error"]
+    assert error["code"] == "key_expired" and "2020-01-01T00:00:00Z" in error["message"]
+    refused = [r.event for r in await gateway.events() if isinstance(r.event, RequestCompleted)]
+    assert [(e.key_id, e.status) for e in refused] == [(key["id"], 401)]
+    patched = await gateway.client.patch(f"/v1/keys/{key['id']}", json={"expires_at": None},
+                                         headers=auth(org["api_key"]))
+    assert patched.status == 200 and (await patched.json())["expires_at"] is None
+    again = await gateway.client.post("/v1/chat/completions", json=chat_body("hi", max_tokens=5),
+                                      headers=auth(key["api_key"]))
+    assert again.status == 200
+
+
+async def test_a_day_budget_resets_at_utc_midnight(make_gateway, config):
+    clock = Clock("2026-11-26T23:59:00")
+    gateway = await make_gateway(config, clock=clock)
+    org = await gateway.new_org("100")
+    key = await new_key(gateway, org, budget_inr=str(PRICE_INR * 2), budget_period="day")
+    assert [(await music(gateway, key["api_key"], f"t{n}"))[0] for n in range(3)] == [200, 200, 402]
+    status, body = await music(gateway, key["api_key"], "t3")
+    assert status == 402 and body["error"]["resets_at"] == at_us("2026-11-27T00:00:00") // 1_000_000
+    assert "resets at 2026-11-27T00:00:00Z" in body["error"]["message"]
+    item = await listed(gateway, org, key["id"])
+    assert Decimal(str(item["spent_inr"])) == PRICE_INR * 2 and item["budget_period"] == "day"
+    clock.now = at_us("2026-11-27T00:00:00")
+    assert (await listed(gateway, org, key["id"]))["spent_inr"] == 0
+    assert [(await music(gateway, key["api_key"], f"u{n}"))[0] for n in range(3)] == [200, 200, 402]
+    await replays_to_the_same_tables(gateway)
+
+
+async def test_limits_change_by_patch_and_bad_values_are_400s(gateway, org):
+    key = await new_key(gateway, org)
+    url, headers = f"/v1/keys/{key['id']}", auth(org["api_key"])
+    body = await (await gateway.client.patch(url, json={"budget_inr": "12.5", "budget_period": "month",
+                                                        "models": ["gpt-4o-mini", "openai/*"]}, headers=headers)).json()
+    assert (body["budget_inr"], body["budget_period"], body["models"]) == (12.5, "month", ["gpt-4o-mini", "openai/*"])
+    body = await (await gateway.client.patch(url, json={"budget_inr": None}, headers=headers)).json()
+    assert body["budget_inr"] is None and body["models"] == ["gpt-4o-mini", "openai/*"]
+    for bad, says in [({"budget_inr": "-1"}, "positive"), ({"models": ["no-such-model"]}, "not in the catalogue"),
+                      ({"expires_at": "soon"}, "ISO 8601"), ({"budget_period": "week"}, "budget_period")]:
+        response = await gateway.client.patch(url, json=bad, headers=headers)
+        assert response.status == 400 and says in (await response.json())["error"]["message"], bad
+    not_admin = await gateway.client.patch(url, json={"budget_inr": "1"}, headers=auth(key["api_key"]))
+    assert not_admin.status == 403
+    await replays_to_the_same_tables(gateway)
