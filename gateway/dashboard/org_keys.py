@@ -36,7 +36,8 @@ class LimitsChange(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     def change(self) -> admin.SpendChange:
         """The same change as the CLI's options say it (gateway.admin.SpendChange)."""
-        budget = self.budget_inr if self.budget_inr is UNSET else "" if self.budget_inr is None else str(self.budget_inr)
+        given = self.budget_inr
+        budget: str | UnsetType = given if given is UNSET else "" if given is None else str(given)
         return admin.SpendChange(budget_inr=budget, budget_period=_cleared(self.budget_period),
                                  models=[] if self.models is None else self.models, expires=_cleared(self.expires_at))
 

@@ -62,7 +62,7 @@ class BudgetsContract:
             await other.open()
         try:
             results = await asyncio.gather(*(
-                (others + [recorder])[n % 4].append([unit("acme", held(f"h{n}", 7))]) for n in range(40)))
+                ([*others, recorder])[n % 4].append([unit("acme", held(f"h{n}", 7))]) for n in range(40)))
         finally:
             for other in others:
                 await other.close()
