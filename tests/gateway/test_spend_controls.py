@@ -13,8 +13,10 @@ from decimal import Decimal
 import pytest
 
 from ledger import audit
-from ledger.events import RequestCompleted
-from support import auth, chat_body, decimal_json, upstream_requests
+from ledger.events import CreditsHeld, HoldReleased, RequestCompleted
+from support import (
+    auth, chat_body, decimal_json, poll, request_events, transcription_form, upstream_requests, ws_receive, ws_until,
+)
 
 PRICE_INR = Decimal("0.05") * 84  # one tune-3-clip-preview generation at the default rate
 
@@ -159,3 +161,118 @@ async def test_limits_change_by_patch_and_bad_values_are_400s(gateway, org):
     not_admin = await gateway.client.patch(url, json={"budget_inr": "1"}, headers=auth(key["api_key"]))
     assert not_admin.status == 403
     await replays_to_the_same_tables(gateway)
+
+
+# -- every route counts ---------------------------------------------------------------------------
+
+ROUTES = {
+    "chat": ("/v1/chat/completions", chat_body("hi", max_tokens=5)),
+    "completions": ("/v1/completions", {"model": "gpt-3.5-turbo-instruct", "prompt": "hi", "max_tokens": 5}),
+    "messages": ("/v1/messages", {"model": "claude-haiku-4-5", "max_tokens": 5,
+                                  "messages": [{"role": "user", "content": "hi"}]}),
+    "responses": ("/v1/responses", {"model": "gpt-4o-mini", "input": "hi", "max_output_tokens": 5}),
+    "embeddings": ("/v1/embeddings", {"model": "text-embedding-3-small", "input": "hi"}),
+    "speech": ("/v1/audio/speech", {"model": "tts-1", "input": "hi", "voice": "alloy"}),
+    "music": ("/v1/music", {"model": "tune-3-clip-preview", "prompt": "a tune"}),
+}
+
+
+async def send(gateway, key: str, route: str) -> tuple[int, dict]:
+    if route == "transcription":
+        response = await gateway.client.post("/v1/audio/transcriptions", data=transcription_form(b"RIFF" + b"\0" * 4000),
+                                             headers=auth(key))
+    elif route == "realtime":
+        response = await gateway.client.get("/v1/realtime?model=gpt-4o-realtime-preview", headers={
+            **auth(key), "Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
+    else:
+        path, body = ROUTES[route]
+        response = await gateway.client.post(path, json=body, headers=auth(key))
+    body = await response.read()  # to its end: a stream is charged after its last byte
+    return response.status, decimal_json(body) if response.status != 200 else {}
+
+
+@pytest.mark.parametrize("route", [*ROUTES, "transcription", "realtime"])
+async def test_every_paid_route_holds_against_the_key_budget(gateway, org, simulator, route):
+    empty = await new_key(gateway, org, budget_inr="0")
+    before = len(await upstream_requests(gateway, simulator))
+    status, body = await send(gateway, empty["api_key"], route)
+    assert status == 402 and body["error"]["code"] == "key_budget_exceeded", body
+    assert len(await upstream_requests(gateway, simulator)) == before  # refused before any upstream call
+    funded = await new_key(gateway, org, budget_inr="50")
+    if route == "realtime":
+        return  # a session's holds: the realtime tests below
+    assert (await send(gateway, funded["api_key"], route))[0] == 200
+    events = [r.event for r in await gateway.events()]
+    held = [e for e in events if isinstance(e, CreditsHeld) and e.key_id == funded["id"]]
+    released = [e for e in events if isinstance(e, HoldReleased) and e.key_id == funded["id"]]
+    assert len(held) == 1 and [(e.hold_id, e.amount_inr_nano) for e in released] == [
+        (held[0].hold_id, held[0].amount_inr_nano)]
+    [charge] = [e for e in events if isinstance(e, RequestCompleted) and e.key_id == funded["id"]]
+    assert 0 < charge.charged_inr_nano <= held[0].amount_inr_nano
+    item = await listed(gateway, org, funded["id"])
+    assert Decimal(str(item["spent_inr"])) * 10**9 == charge.charged_inr_nano and item["reserved_inr"] == 0
+
+
+async def test_counting_tokens_is_free_and_holds_nothing(gateway, org):
+    empty = await new_key(gateway, org, budget_inr="0")
+    response = await gateway.client.post("/v1/messages/count_tokens", headers=auth(empty["api_key"]), json={
+        "model": "claude-haiku-4-5", "messages": [{"role": "user", "content": "hi"}]})
+    assert response.status == 200
+
+
+# -- realtime: per response ------------------------------------------------------------------------
+
+async def realtime(gateway, key: str):
+    ws = await gateway.client.ws_connect("/v1/realtime?model=gpt-4o-realtime-preview",
+                                         headers={**auth(key), "OpenAI-Beta": "realtime=v1"})
+    assert (await ws_receive(ws))["type"] == "session.created"
+    await ws.send_json({"type": "session.update", "session": {"modalities": ["text"]}})
+    assert (await ws_receive(ws))["type"] == "session.updated"
+    return ws
+
+
+async def ask(ws, text: str) -> dict:
+    await ws.send_json({"type": "conversation.item.create", "item": {
+        "type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}})
+    assert (await ws_receive(ws))["type"] == "conversation.item.created"
+    await ws.send_json({"type": "response.create"})
+    return (await ws_until(ws, "response.done"))[-1] if text else await ws_receive(ws)
+
+
+async def test_realtime_settles_each_response_from_response_done_and_holds_the_next(gateway, org):
+    key = await new_key(gateway, org, budget_inr="50")
+    ws = await realtime(gateway, key["api_key"])
+    for text in ("one two", "three four"):
+        done = await ask(ws, text)
+        assert done["type"] == "response.done"
+    during = await listed(gateway, org, key["id"])
+    assert during["reserved_inr"] > 0 and during["spent_inr"] == 0  # the session is charged when it ends
+    await ws.close()
+    [charge] = await poll(lambda: request_events(gateway), bool)
+    events = [r.event for r in await gateway.events()]
+    held = sum(e.amount_inr_nano for e in events if isinstance(e, CreditsHeld))
+    freed = [e.amount_inr_nano for e in events if isinstance(e, HoldReleased)]
+    assert held == sum(freed) and len(freed) >= 3  # settled after each response.done, the rest at the end
+    after = await poll(lambda: listed(gateway, org, key["id"]), lambda item: item["spent_inr"] > 0)
+    assert Decimal(str(after["spent_inr"])) * 10**9 == charge.charged_inr_nano > 0 and after["reserved_inr"] == 0
+    await replays_to_the_same_tables(gateway)
+
+
+async def test_a_realtime_response_that_does_not_fit_is_refused_with_an_error_event(gateway, org, simulator):
+    # The session's opening hold (one response of 4,096 output tokens, about 6.88 INR) fits; the
+    # first response.create, whose input is now bounded by what the client sent, does not.
+    key = await new_key(gateway, org, budget_inr="6.9")
+    ws = await realtime(gateway, key["api_key"])
+    await ws.send_json({"type": "conversation.item.create", "item": {
+        "type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi " * 100}]}})
+    assert (await ws_receive(ws))["type"] == "conversation.item.created"
+    await ws.send_json({"type": "response.create"})
+    refusal = await ws_receive(ws)
+    assert refusal["type"] == "error" and refusal["error"]["code"] == "key_budget_exceeded"
+    assert not [r for r in await upstream_requests(gateway, simulator)
+                if "response.create" in str(r.get("body", ""))]
+    await ws.close()
+    [charge] = await poll(lambda: request_events(gateway), bool)
+    assert charge.charged_inr_nano == 0
+    assert (await listed(gateway, org, key["id"]))["reserved_inr"] == 0
