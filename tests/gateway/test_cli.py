@@ -457,10 +457,29 @@ async def test_workers_stop_when_their_supervisor_is_killed(cfg):
 
 async def test_set_key_limits_prints_them_and_refuses_unknown_keys(cfg):
     org = new_org(cfg)
+    none = {"budget_inr": None, "budget_period": "total", "models": [], "expires_at": None}
     assert ok("admin", "set-key-limits", org["key_id"], "--requests-per-minute", "60", "--config", cfg) == {
-        "key_id": org["key_id"], "requests_per_minute": 60, "tokens_per_minute": 0}
+        "key_id": org["key_id"], "requests_per_minute": 60, "tokens_per_minute": 0, **none}
     unknown = await run_cli_async("admin", "set-key-limits", "key_nope", "--config", cfg)
     assert unknown.returncode == 1 and "no key key_nope" in unknown.stderr
+
+
+async def test_set_key_limits_sets_spend_controls_leaves_the_rest_and_an_empty_value_clears_one(cfg):
+    org = new_org(cfg)
+    limits = ok("admin", "set-key-limits", org["key_id"], "--budget-inr", "12.5", "--budget-period", "day",
+                "--models", "gpt-4o-mini,anthropic/*,openai/gpt-4o", "--expires", "2030-01-01T00:00:00Z",
+                "--tokens-per-minute", "900", "--config", cfg)
+    assert limits == {"key_id": org["key_id"], "requests_per_minute": 0, "tokens_per_minute": 900,
+                      "budget_inr": 12.5, "budget_period": "day",
+                      "models": ["gpt-4o-mini", "anthropic/*", "openai/gpt-4o"], "expires_at": 1893456000}
+    cleared = ok("admin", "set-key-limits", org["key_id"], "--budget-inr", "", "--models", "", "--config", cfg)
+    assert cleared == {**limits, "budget_inr": None, "models": []}  # the rest, rates too, as they were
+    for option, value, says in [("--budget-inr", "-3", "positive"), ("--budget-period", "week", "budget period"),
+                                ("--models", "nope-1", "not in the catalogue"), ("--expires", "later", "ISO 8601")]:
+        refused = await run_cli_async("admin", "set-key-limits", org["key_id"], option, value, "--config", cfg)
+        assert refused.returncode == 1 and says in refused.stderr, refused.stderr
+    verified = await run_cli_async("ledger", "verify", "--config", cfg)
+    assert verified.returncode == 0, verified.stderr
 
 
 async def test_shutdown_timeout_bounds_how_long_sigterm_waits_for_a_stream(sim_url, cfg):

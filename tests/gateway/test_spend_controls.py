@@ -179,8 +179,8 @@ ROUTES = {
 
 async def send(gateway, key: str, route: str) -> tuple[int, dict]:
     if route == "transcription":
-        response = await gateway.client.post("/v1/audio/transcriptions", data=transcription_form(b"RIFF" + b"\0" * 4000),
-                                             headers=auth(key))
+        form = transcription_form(b"RIFF" + b"\0" * 4000)
+        response = await gateway.client.post("/v1/audio/transcriptions", data=form, headers=auth(key))
     elif route == "realtime":
         response = await gateway.client.get("/v1/realtime?model=gpt-4o-realtime-preview", headers={
             **auth(key), "Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
