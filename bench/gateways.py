@@ -25,11 +25,16 @@ class Setup:
     title: str
     backend: str  # "sqlite" | "postgres"
     workers: int
+    reserve: bool = True  # [billing] reserve: every paid request holds its worst case first
 
 
+# The `-noreserve` twins show what holding a worst case before each request costs: one more
+# durable write per request, through the same group commit.
 CONFIGS = {"sqlite1": Setup("SQLite, one process", "sqlite", 1),
+           "sqlite1-noreserve": Setup("SQLite, one process, `reserve = false`", "sqlite", 1, reserve=False),
            "sqlite2": Setup("SQLite, `--workers 2`", "sqlite", 2),
-           "pg2": Setup("PostgreSQL, `--workers 2`", "postgres", 2)}
+           "pg2": Setup("PostgreSQL, `--workers 2`", "postgres", 2),
+           "pg2-noreserve": Setup("PostgreSQL, `--workers 2`, `reserve = false`", "postgres", 2, reserve=False)}
 
 
 @dataclass(frozen=True)
@@ -64,9 +69,9 @@ def bare_proxy(tmp: Path, upstream_url: str) -> Iterator[Target]:
         yield Target(url, UPSTREAM_KEY, process.pid)
 
 
-def gateway_toml(ledger_url: str, upstream_url: str, workers: int) -> str:
+def gateway_toml(ledger_url: str, upstream_url: str, workers: int, reserve: bool = True) -> str:
     return (f'[server]\nhost = "127.0.0.1"\nport = 0\nworkers = {workers}\n\n'
-            f'[ledger]\nurl = "{ledger_url}"\n\n'
+            f'[ledger]\nurl = "{ledger_url}"\n\n[billing]\nreserve = {str(reserve).lower()}\n\n'
             f'[providers.openai]\nbase_url = "{upstream_url}/v1"\napi_key = "{UPSTREAM_KEY}"\n')
 
 
@@ -95,7 +100,7 @@ def prepared(name: str, upstream_url: str, tmp: Path) -> Iterator[Prepared]:
     setup = CONFIGS[name]
     with ledger_url(setup, tmp, name) as url:
         config = tmp / f"{name}.toml"
-        config.write_text(gateway_toml(url, upstream_url, setup.workers))
+        config.write_text(gateway_toml(url, upstream_url, setup.workers, setup.reserve))
         yield Prepared(url, config, create_org(config))
 
 

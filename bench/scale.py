@@ -15,7 +15,8 @@ Runs: c1, c32 (closed loop, wrk), open (--rate req/s open loop), stream (SSE: ti
 event at c=1, events per second at c=32), hold (--hold-streams streams open at once through one
 worker, SQLite: its RSS per stream; once, not per configuration).
 
-    python -m bench.scale [--configs floor,sqlite1,sqlite2,pg2] [--runs c1,c32,open,stream,hold]
+    python -m bench.scale [--configs floor,sqlite1,sqlite1-noreserve,sqlite2,pg2,pg2-noreserve]
+                          [--runs c1,c32,open,stream,hold]
                           [--duration 8] [--rate 1000] [--json data/bench/scale.json]
     python -m bench.scale --configs '' --runs hold [--hold-streams 10000]
 """
@@ -107,7 +108,7 @@ def main(args: argparse.Namespace) -> int:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", default=",".join(CONFIGS),
-                        help="comma-separated, of " + ",".join(CONFIGS) + " (pg2 skipped without PostgreSQL)")
+                        help="comma-separated, of " + ",".join(CONFIGS) + " (pg2* skipped without PostgreSQL)")
     parser.add_argument("--runs", default=",".join(RUNS), help="comma-separated, of " + ",".join(RUNS))
     parser.add_argument("--duration", type=int, default=8, help="seconds per run (whole: wrk takes no fractions)")
     parser.add_argument("--rate", type=float, default=1000.0, help="requests per second of the open-loop run")
@@ -120,9 +121,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = [n for n in args.configs if n not in CONFIGS] + [n for n in args.runs if n not in RUNS]
     if unknown:
         parser.error(f"unknown configuration or run: {', '.join(unknown)}")
-    if "pg2" in args.configs and not ledger_check.postgres_reachable():
-        print("PostgreSQL is not reachable on 127.0.0.1:5432: skipping pg2", file=sys.stderr)
-        args.configs.remove("pg2")
+    postgres = [n for n in args.configs if n in gateways.CONFIGS and gateways.CONFIGS[n].backend == "postgres"]
+    if postgres and not ledger_check.postgres_reachable():
+        print(f"PostgreSQL is not reachable on 127.0.0.1:5432: skipping {', '.join(postgres)}", file=sys.stderr)
+        args.configs = [n for n in args.configs if n not in postgres]
     return args
 
 
