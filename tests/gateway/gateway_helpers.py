@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-from support import S3_CREDENTIALS, clean_env, postgres_schema, postgres_url
+from support import PROVIDER_KEY, S3_CREDENTIALS, clean_env, postgres_schema, postgres_url
 
 GATEWAY_BIN = str(Path(sys.executable).with_name("gateway"))
 CLI_TIMEOUT_S = 60.0
@@ -34,6 +34,28 @@ async def postgres_ledger_url(prefix: str) -> AsyncIterator[str]:
     schema is dropped afterwards (skips locally, fails under CI=true, without PostgreSQL)."""
     async with postgres_schema(prefix) as schema:
         yield postgres_url(schema=schema)
+
+
+@contextlib.asynccontextmanager
+async def shared_ledger_url(kind: str, tmp_path: Path, prefix: str) -> AsyncIterator[str]:
+    """A fresh ledger for gateway processes to share: a SQLite file in `tmp_path` ("sqlite"), or a
+    PostgreSQL schema of its own ("postgresql", as `postgres_ledger_url`)."""
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp_path}/ledger.db"
+        return
+    async with postgres_ledger_url(prefix) as url:
+        yield url
+
+
+def simulator_providers_toml(sim_url: str) -> str:
+    """The [providers] tables that send OpenAI and Google calls to the simulator."""
+    return f"""[providers.openai]
+base_url = "{sim_url}/v1"
+api_key = "{PROVIDER_KEY}"
+[providers.google]
+base_url = "{sim_url}"
+api_key = "{PROVIDER_KEY}"
+"""
 
 
 def replica_toml(ledger_url: str, s3_server: str, s3_bucket: str) -> str:

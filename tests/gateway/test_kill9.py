@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 
 from gateway import admin
-from gateway_helpers import gateway_process, postgres_ledger_url, run_cli_async, write_config
+from gateway_helpers import gateway_process, run_cli_async, shared_ledger_url, write_config
 from ledger.backends import recorder_for
 from outage_helpers import assert_every_charge_accounted_for, balance_matches_charges, chat_or_none, load
 from support import PROVIDER_KEY, clean_env
@@ -24,10 +24,7 @@ CREDITS_INR = "1000"
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 async def ledger_url(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/ledger.db"
-        return
-    async with postgres_ledger_url("kill9") as url:
+    async with shared_ledger_url(request.param, tmp_path, "kill9") as url:
         yield url
 
 

@@ -17,10 +17,13 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gateway_helpers import gateway_process, json_lines, postgres_ledger_url, replica_toml, run_cli_async, write_config
+from gateway_helpers import (
+    gateway_process, json_lines, postgres_ledger_url, replica_toml, run_cli_async, simulator_providers_toml,
+    write_config,
+)
 from ledger.events import MediaExpired, MusicTrackRecorded, RequestCompleted
 from ledger.postgres import PostgresRecorder
-from support import PROVIDER_KEY, auth, clean_env, count_objects, decimal_json
+from support import auth, clean_env, count_objects, decimal_json
 
 SWEEPER_BIN = str(Path(sys.executable).with_name("gateway-sweeper"))
 
@@ -37,13 +40,7 @@ def scale_config(tmp_path, pg_url, sim_url, s3_server, s3_bucket) -> str:
 {replica_toml(pg_url, s3_server, s3_bucket)}
 [sweeper]
 interval_s = 0.5
-[providers.openai]
-base_url = "{sim_url}/v1"
-api_key = "{PROVIDER_KEY}"
-[providers.google]
-base_url = "{sim_url}"
-api_key = "{PROVIDER_KEY}"
-"""))
+{simulator_providers_toml(sim_url)}"""))
 
 
 async def cli_json(*args: str) -> dict:

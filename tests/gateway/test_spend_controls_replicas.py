@@ -17,32 +17,21 @@ from decimal import Decimal
 import aiohttp
 import pytest
 
-from gateway_helpers import gateway_process, postgres_ledger_url, run_cli_async, write_config
-from support import PROVIDER_KEY, auth, chat_body, clean_env, decimal_json
+from gateway_helpers import gateway_process, run_cli_async, shared_ledger_url, simulator_providers_toml, write_config
+from support import auth, chat_body, clean_env, decimal_json
 
 PRICE_INR = Decimal("0.05") * 84  # one tune-3-clip-preview generation at the default rate
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 async def ledger_url(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'ledger.db'}"
-        return
-    async with postgres_ledger_url("budget") as url:
+    async with shared_ledger_url(request.param, tmp_path, "budget") as url:
         yield url
 
 
 @pytest.fixture
 def replica_config(tmp_path, ledger_url, sim_url) -> str:
-    return str(write_config(tmp_path, f"""[ledger]
-url = "{ledger_url}"
-[providers.openai]
-base_url = "{sim_url}/v1"
-api_key = "{PROVIDER_KEY}"
-[providers.google]
-base_url = "{sim_url}"
-api_key = "{PROVIDER_KEY}"
-"""))
+    return str(write_config(tmp_path, f'[ledger]\nurl = "{ledger_url}"\n{simulator_providers_toml(sim_url)}'))
 
 
 async def cli(config: str, *args: str) -> dict:
