@@ -17,7 +17,7 @@ import msgspec
 from aiohttp import web
 
 from gateway.billing import ceilings
-from gateway.billing.charging import Outcome, bill, outcome, price, record_failure
+from gateway.billing.charging import Outcome, bill, despite_cancellation, outcome, price, record_failure
 from gateway.billing.pricing import Usage
 from gateway.catalogue import Resolved
 from gateway.errors import UpstreamError
@@ -90,7 +90,7 @@ class SpeechRelay:
             _cut(http_request)
             return response
         except (ConnectionError, asyncio.CancelledError):
-            await asyncio.shield(self._bill(499))  # the client went away
+            await despite_cancellation(self._bill(499))  # the client went away
             raise
         finally:
             await self.upstream.aclose()

@@ -15,7 +15,7 @@ from typing import Generic, Protocol, TypeVar
 import structlog
 from aiohttp import web
 
-from gateway.billing.charging import bill, record_failure
+from gateway.billing.charging import bill, despite_cancellation, record_failure
 from gateway.billing.pricing import Cost, Usage
 from gateway.catalogue import Resolved
 from gateway.errors import ApiError, UpstreamError, ledger_unavailable
@@ -84,7 +84,7 @@ class BilledRelay(abc.ABC, Generic[U]):
             await self._upstream_failed(response, exc)
             return response
         except (ConnectionError, asyncio.CancelledError):
-            await asyncio.shield(self._bill(499, estimated=True))  # the client went away
+            await despite_cancellation(self._bill(499, estimated=True))  # the client went away
             raise
         finally:
             await self.upstream.aclose()

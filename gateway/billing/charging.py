@@ -1,8 +1,9 @@
 """Charging requests: the charged rule (Outcome.charged), the credit checks before a paid
 request, and recording each request in the ledger: one RequestCompleted event, exactly once."""
 
+import asyncio
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from decimal import Decimal
 
 import msgspec
@@ -162,6 +163,18 @@ async def _after_commit(services: Services, caller: Caller, event: RequestComple
                                      event.prompt_tokens + event.completion_tokens)
     except Exception:  # logged, not hidden; see the docstring
         log.exception("after_commit_failed", request_id=caller.request_id)
+
+
+async def despite_cancellation(work: Awaitable[object]) -> None:
+    """Finish `work` (a request's record) even when the request is cancelled meanwhile, and only
+    then let the cancellation on: the request's log line then states its charge. aiohttp cancels
+    the handler of a client that left, at times just after the write that found it gone."""
+    task = asyncio.ensure_future(work)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        raise
 
 
 async def record(services: Services, caller: Caller, outcome: Outcome, text: dict | None = None) -> None:
