@@ -382,3 +382,22 @@ async def test_details_list_every_provider_a_request_tried(make_gateway, config,
     await expect(attempts.nth(1)).to_have_attribute("data-provider", "openrouter")
     await expect(attempts.nth(1)).to_contain_text("openrouter: 200")
     await ui.shot(page, "attempts")
+
+
+async def test_a_request_refused_by_a_key_budget_shows_why_in_its_details(gateway, org, ui):
+    created = await gateway.client.post("/v1/keys", json={"name": "capped", "budget_inr": "0"},
+                                        headers=auth(org["api_key"]))
+    capped = await created.json()
+    response = await post_chat(gateway, {**org, "api_key": capped["api_key"]}, chat_body())
+    assert response.status == 402
+    reason = (await response.json())["error"]["message"]
+    page = await ui.open(gateway)
+    await ui.sign_in(page, org["api_key"])
+    await ui.section(page, "Requests")
+    refused = row(page, response.headers["X-Request-Id"])
+    await expect(refused).to_contain_text("402")
+    await refused.get_by_role("button").click()
+    dialog = page.locator("dialog#details")
+    await expect(dialog.locator('[data-field="Error"]')).to_have_text(reason)
+    assert "key budget exceeded" in reason
+    await ui.shot(page, "refused")

@@ -276,3 +276,19 @@ async def test_a_realtime_response_that_does_not_fit_is_refused_with_an_error_ev
     [charge] = await poll(lambda: request_events(gateway), bool)
     assert charge.charged_inr_nano == 0
     assert (await listed(gateway, org, key["id"]))["reserved_inr"] == 0
+
+
+async def test_a_stream_the_client_leaves_settles_what_was_delivered_and_frees_the_rest(gateway, org):
+    key = await new_key(gateway, org, budget_inr="5")
+    body = chat_body("go [sim:hang_after=3]", stream=True, max_tokens=200)
+    response = await gateway.client.post("/v1/chat/completions", json=body, headers=auth(key["api_key"]))
+    received = b""
+    while received.count(b"data: ") < 3:
+        received += await asyncio.wait_for(response.content.readany(), 5)
+    response.close()
+    [charge] = await poll(lambda: request_events(gateway), bool)
+    assert charge.status == 499 and 0 < charge.charged_inr_nano
+    [hold] = [r.event for r in await gateway.events() if isinstance(r.event, CreditsHeld)]
+    assert charge.charged_inr_nano < hold.amount_inr_nano  # what was delivered, not the worst case
+    item = await poll(lambda: listed(gateway, org, key["id"]), lambda item: item["reserved_inr"] == 0)
+    assert Decimal(str(item["spent_inr"])) * 10**9 == charge.charged_inr_nano and item["reserved_inr"] == 0
