@@ -5,7 +5,7 @@ from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from gateway.billing.charging import Outcome, record, refused
+from gateway.billing.charging import refused, refused_unread
 from gateway.catalogue import Catalogue, Resolved
 from gateway.directory import SpendLimits
 from gateway.errors import ApiError, unauthorized
@@ -58,5 +58,4 @@ async def refuse_expired(services: Services, caller: Caller, path: str, expired_
     when = datetime.fromtimestamp(expired_at_us / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     error = unauthorized(f"this API key expired at {when}")
     error.code = "key_expired"
-    await record(services, caller, Outcome(route=path, model="", provider="", status=401, error=error.message))
-    return error
+    return await refused_unread(services, caller, path, error)

@@ -211,6 +211,14 @@ async def failed(services: Services, caller: Caller, route: str, model: Resolved
     return exc.to_api_error(model.provider_id, requested)
 
 
+async def refused_unread(services: Services, caller: Caller, route: str, error: ApiError) -> ApiError:
+    """Record a request refused before its body (and so its model) was read: an expired key, an
+    organization with nothing left to pay with."""
+    await record(services, caller, Outcome(route=route, model="", provider="", status=error.status,
+                                           error=error.message))
+    return error
+
+
 async def refused(services: Services, caller: Caller, route: str, model: Resolved, error: ApiError) -> ApiError:
     """Record a request the client's own input broke off after the upstream call began."""
     await record(services, caller, outcome(route, model, error.status, error=error.message))

@@ -205,6 +205,8 @@ async def test_no_credit_left_is_402_without_upstream_call(gateway, simulator):
     assert (await response.json())["error"]["type"] == "insufficient_credits"
     recorded = await (await gateway.client.session.get(simulator.make_url("/_sim/requests"))).json()
     assert recorded["data"] == []
+    [refusal] = await request_events(gateway)  # in the org's request log, with its reason, charged nothing
+    assert (refusal.status, refusal.charged_inr_nano) == (402, 0) and "insufficient credits" in refusal.error
 
 
 def with_catalogue_of(config, tmp_path, source: str, name: str, provider: str):
