@@ -9,6 +9,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from gateway import key_policy
+from gateway.billing import reservations
 from gateway.edge import check_url, printable
 from gateway.errors import ApiError, ledger_unavailable, speaks_anthropic, unauthorized
 from gateway.facts import RequestFacts
@@ -153,9 +154,12 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     if (expired := key_policy.expired_at(services, principal.key_id)) is not None:
         raise await key_policy.refuse_expired(services, Caller(principal, request[REQUEST_ID]), request.path, expired)
     await services.limiter.admit(principal.key_id, services.limits_for(principal.key_id))
-    request[CALLER] = Caller(principal, request[REQUEST_ID], facts=request[FACTS])
+    caller = request[CALLER] = Caller(principal, request[REQUEST_ID], facts=request[FACTS])
     structlog.contextvars.bind_contextvars(org_id=principal.org_id)
-    return await handler(request)
+    try:
+        return await handler(request)
+    finally:  # a request's record releases its holds; one that ends without it releases them here
+        await reservations.release_all(services, caller)
 
 
 def _presented_key(request: web.Request) -> str:

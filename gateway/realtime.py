@@ -140,7 +140,8 @@ async def open_session(services: Services, caller: Caller, model_id: str, *, bet
     answered = await failover.answer(
         services, caller, route, lambda served, key: served.provider.open_realtime(
             served.model.upstream_model, key, MAX_MESSAGE_BYTES, beta=beta),
-        path=ROUTE, model=model_id, ceiling=lambda model: response_ceiling(services, model, 0, Usage()), stream=True)
+        path=ROUTE, model=model_id, stream=True,
+        ceiling=lambda model: response_ceiling(services, model, 0, Usage()))
     return RealtimeSession(services, caller, answered.served.model, answered.answer, answered.api_key)
 
 
@@ -197,9 +198,10 @@ class RealtimeSession:
         message = await source.receive()
         from_provider = source is self.upstream
         while message.type in RELAYED:
-            if not await self._admitted(message, from_provider):
+            if not from_provider and not await self._admitted(message):
                 message = await source.receive()
                 continue
+            done = from_provider and message.type is WSMsgType.TEXT and self._bill(message.data)
             try:
                 if message.type is WSMsgType.TEXT:
                     await sink.send_str(self._redact(message.data) if from_provider else message.data)
@@ -207,6 +209,8 @@ class RealtimeSession:
                     await sink.send_bytes(message.data)
             except ConnectionError:
                 return  # `sink` is gone; the other pump sees it end and closes `source`
+            if done:  # settled once the client has its response.done: the hold is not on its path
+                await self._covered()
             message = await source.receive()
         if source is self.upstream and message.type not in (WSMsgType.CLOSE, WSMsgType.CLOSING):
             self.error = "the provider's realtime connection broke off"
@@ -214,18 +218,12 @@ class RealtimeSession:
         reason = close_reason(message, self._redact if from_provider else str)
         await sink.close(code=close_code(message, lost), message=reason)
 
-    async def _admitted(self, message: aiohttp.WSMessage, from_provider: bool) -> bool:
-        """Whether to relay `message`: the provider's always (its usage counted first), a client's
-        response.create only once the response is covered."""
-        if message.type is not WSMsgType.TEXT:
-            self.client_bytes += 0 if from_provider else len(message.data)
-            return True
-        if from_provider:
-            if self._bill(message.data):
-                await self._covered()
-            return True
+    async def _admitted(self, message: aiohttp.WSMessage) -> bool:
+        """Whether to relay the client's `message`: a response.create only once its response is
+        covered; anything else at once (its size counted toward the next response's input)."""
         self.client_bytes += len(message.data)
-        return CREATE_MARKER not in message.data or await self._covered(refuse=True)
+        return message.type is not WSMsgType.TEXT or CREATE_MARKER not in message.data \
+            or await self._covered(refuse=True)
 
     async def _covered(self, refuse: bool = False) -> bool:
         """Hold the responses so far and one more (releasing any excess): False, and the client

@@ -3,7 +3,7 @@ request, and recording each request in the ledger: one RequestCompleted event, e
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from decimal import Decimal
 
 import msgspec
@@ -141,8 +141,7 @@ async def commit(services: Services, caller: Caller, events: list[Event],
     return."""
     unit = Append(caller.org_id, [*map(released, caller.holds), *events],
                   contents=[c for c in contents if c is not None])
-    await services.writer.append(unit)
-    caller.holds.clear()
+    await appended(services, unit, caller.holds.clear)
     for event in events:
         if isinstance(event, RequestCompleted):
             await _after_commit(services, caller, event)
@@ -163,6 +162,21 @@ async def _after_commit(services: Services, caller: Caller, event: RequestComple
                                      event.prompt_tokens + event.completion_tokens)
     except Exception:  # logged, not hidden; see the docstring
         log.exception("after_commit_failed", request_id=caller.request_id)
+
+
+async def appended(services: Services, unit: Append, then: Callable[[], None]) -> None:
+    """Append `unit`, then `then()`, both even when the request is cancelled meanwhile. The writer
+    commits every unit it took, whatever became of its caller, so what a request notes of its
+    holds (`then`) must follow the ledger: else a hold would be released twice, or never."""
+    task = asyncio.ensure_future(services.writer.append(unit))
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        if not task.cancelled() and task.exception() is None:
+            then()
+        raise
+    then()
 
 
 async def despite_cancellation(work: Awaitable[object]) -> None:

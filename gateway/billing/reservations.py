@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import msgspec
+import structlog
 
-from gateway.billing.charging import held, refused, released, require_credit
+from gateway.billing.charging import appended, despite_cancellation, held, refused, released, require_credit
 from gateway.catalogue import Resolved
 from gateway.directory import SpendLimits
 from gateway.errors import ApiError
@@ -25,7 +26,9 @@ from gateway.services import Caller, Services
 from ledger import periods
 from ledger.events import CreditsHeld, Event
 from ledger.money import format_amount, from_nano
-from ledger.recorder import Append, BudgetExceeded, InsufficientCredit
+from ledger.recorder import Append, BudgetExceeded, InsufficientCredit, LedgerError
+
+log = structlog.get_logger("gateway.billing.reservations")
 
 
 def holds(services: Services, caller: Caller) -> bool:
@@ -64,13 +67,12 @@ async def _hold(services: Services, caller: Caller, amount: int, also: Sequence[
     hold = CreditsHeld(hold_id=new_id("hold"), request_id=caller.request_id, amount_inr_nano=amount,
                        key_id=caller.principal.key_id)
     try:
-        await services.writer.append(Append(caller.org_id, [*also, hold]))
+        await appended(services, Append(caller.org_id, [*also, hold]), lambda: caller.holds.append(hold))
     except InsufficientCredit:
         raise org_short() from None
     except BudgetExceeded as exc:
         limits = services.directory.spend_limits(hold.key_id)
         raise budget_short(limits, exc.room_inr_nano, amount, services.recorder.clock()) from None
-    caller.holds.append(hold)
 
 
 async def shrink(services: Services, caller: Caller, keep_inr_nano: int) -> None:
@@ -80,12 +82,29 @@ async def shrink(services: Services, caller: Caller, keep_inr_nano: int) -> None
         return
     last = caller.holds[-1]
     part = min(excess, last.amount_inr_nano)
-    await services.writer.append(Append(caller.org_id, [released(last, part)]))
-    if part == last.amount_inr_nano:
-        caller.holds.pop()
-    else:
-        caller.holds[-1] = msgspec.structs.replace(last, amount_inr_nano=last.amount_inr_nano - part)
+
+    def shrunk() -> None:
+        if part == last.amount_inr_nano:
+            caller.holds.pop()
+        else:
+            caller.holds[-1] = msgspec.structs.replace(last, amount_inr_nano=last.amount_inr_nano - part)
+
+    await appended(services, Append(caller.org_id, [released(last, part)]), shrunk)
     await shrink(services, caller, keep_inr_nano)
+
+
+async def release_all(services: Services, caller: Caller) -> None:
+    """Release what a request still holds as it ends without its record (cancelled before it: a
+    client gone while waiting for a whole answer; or failed on a bug), so that nothing stays
+    held. Never raises for the ledger: a release it cannot write is logged (the hold stays)."""
+    if not caller.holds:
+        return
+    try:
+        await despite_cancellation(appended(services, Append(caller.org_id, list(map(released, caller.holds))),
+                                            caller.holds.clear))
+    except LedgerError as exc:
+        log.warning("holds_not_released", request_id=caller.request_id, held_inr_nano=held(caller),
+                    error=f"{type(exc).__name__}: {exc}"[:300])
 
 
 def org_short() -> ApiError:

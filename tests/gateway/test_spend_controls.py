@@ -7,11 +7,16 @@ whatever order they finish in.
 """
 
 import asyncio
+import contextlib
 from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
 
+from gateway.billing import reservations
+from gateway.directory import Principal
+from gateway.services import Caller
+from gateway.state import SERVICES
 from ledger import audit
 from ledger.events import CreditsHeld, HoldReleased, RequestCompleted
 from support import (
@@ -292,3 +297,39 @@ async def test_a_stream_the_client_leaves_settles_what_was_delivered_and_frees_t
     assert charge.charged_inr_nano < hold.amount_inr_nano  # what was delivered, not the worst case
     item = await poll(lambda: listed(gateway, org, key["id"]), lambda item: item["reserved_inr"] == 0)
     assert Decimal(str(item["spent_inr"])) * 10**9 == charge.charged_inr_nano and item["reserved_inr"] == 0
+
+
+async def test_a_whole_answer_the_client_stops_waiting_for_releases_its_hold(gateway, org):
+    key = await new_key(gateway, org, budget_inr="5")
+    body = chat_body("slow [sim:tokens=20] [sim:tps=4]", max_tokens=50)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(gateway.client.post("/v1/chat/completions", json=body, headers=auth(key["api_key"])),
+                               0.5)
+    item = await poll(lambda: listed(gateway, org, key["id"]), lambda item: item["reserved_inr"] == 0)
+    assert item["reserved_inr"] == 0 and item["spent_inr"] == 0
+    events = [r.event for r in await gateway.events()]
+    [hold] = [e for e in events if isinstance(e, CreditsHeld)]
+    assert [(e.hold_id, e.amount_inr_nano) for e in events if isinstance(e, HoldReleased)] == [
+        (hold.hold_id, hold.amount_inr_nano)]
+    assert gateway.ledger.directory.account(org["org_id"]).held_inr_nano == 0
+    await replays_to_the_same_tables(gateway)
+
+
+@pytest.mark.parametrize("wait", [0, 1])
+async def test_a_hold_written_for_a_request_cancelled_meanwhile_is_still_noted_and_so_released_once(
+        gateway, org, wait):
+    services = gateway.server.app[SERVICES]
+    caller = Caller(Principal(org["key_id"], org["org_id"]), "req_cancelled")
+    task = asyncio.ensure_future(reservations.top_up(services, caller, 1_000_000))
+    for _ in range(wait):
+        await asyncio.sleep(0)  # the writer has taken its unit (or, without waiting, not yet)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    while services.writer.backlog()[0]:  # whatever the writer took, committed
+        await asyncio.sleep(0.01)
+    held = [r.event for r in await gateway.events() if isinstance(r.event, CreditsHeld)]
+    assert [h.hold_id for h in held] == [h.hold_id for h in caller.holds]  # what the ledger holds, noted
+    await reservations.release_all(services, caller)
+    assert caller.holds == [] and gateway.ledger.directory.account(org["org_id"]).held_inr_nano == 0
+    await replays_to_the_same_tables(gateway)
