@@ -7,6 +7,7 @@ import aiohttp
 from aiohttp import web
 
 from gateway import providers, realtime, redis_client
+from gateway.billing.releases import Releases
 from gateway.body_budget import BodyBudget
 from gateway.catalogue import Catalogue
 from gateway.config import Config, LedgerConfig
@@ -117,5 +118,6 @@ async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         idempotency=IdempotencyKeys(ledger.recorder, config.music.upstream_timeout_s),
         provider_keys=ProviderKeys(ledger.recorder, Sealer(config.secrets.master_key), ledger.directory),
         limiter=RateLimiter(app[REDIS], config.redis), metrics=app[METRICS],
-        redactor=Redactor.for_providers(config.providers), router=app[ROUTER])
+        redactor=Redactor.for_providers(config.providers), router=app[ROUTER], releases=Releases(ledger.writer))
     yield
+    await app[SERVICES].releases.close()  # cleaned up before the ledger's context closes the writer

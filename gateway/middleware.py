@@ -159,7 +159,7 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     try:
         return await handler(request)
     finally:  # a request's record releases its holds; one that ends without it releases them here
-        await reservations.release_all(services, caller)
+        reservations.release_all(services, caller)
 
 
 def _presented_key(request: web.Request) -> str:

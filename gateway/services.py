@@ -5,6 +5,7 @@ import time
 import msgspec
 from redis.asyncio import Redis
 
+from gateway.billing.releases import Releases
 from gateway.catalogue import Catalogue
 from gateway.config import Config
 from gateway.directory import Directory, Principal
@@ -41,6 +42,7 @@ class Services(msgspec.Struct, frozen=True, kw_only=True):
     metrics: Metrics
     redactor: Redactor  # the configured provider keys
     router: Router  # the order a model's providers are tried in, and their circuits
+    releases: Releases  # holds of requests that ended without their record, released in the background
 
     def limits_for(self, key_id: str) -> Limits:
         """The key's own rate limits, else the configured defaults."""

@@ -15,9 +15,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import msgspec
-import structlog
 
-from gateway.billing.charging import appended, despite_cancellation, held, refused, released, require_credit
+from gateway.billing.charging import appended, held, refused, released, require_credit
 from gateway.catalogue import Resolved
 from gateway.directory import SpendLimits
 from gateway.errors import ApiError
@@ -26,9 +25,7 @@ from gateway.services import Caller, Services
 from ledger import periods
 from ledger.events import CreditsHeld, Event
 from ledger.money import format_amount, from_nano
-from ledger.recorder import Append, BudgetExceeded, InsufficientCredit, LedgerError
-
-log = structlog.get_logger("gateway.billing.reservations")
+from ledger.recorder import Append, BudgetExceeded, InsufficientCredit
 
 
 def holds(services: Services, caller: Caller) -> bool:
@@ -93,18 +90,12 @@ async def shrink(services: Services, caller: Caller, keep_inr_nano: int) -> None
     await shrink(services, caller, keep_inr_nano)
 
 
-async def release_all(services: Services, caller: Caller) -> None:
-    """Release what a request still holds as it ends without its record (cancelled before it: a
-    client gone while waiting for a whole answer; or failed on a bug), so that nothing stays
-    held. Never raises for the ledger: a release it cannot write is logged (the hold stays)."""
-    if not caller.holds:
-        return
-    try:
-        await despite_cancellation(appended(services, Append(caller.org_id, list(map(released, caller.holds))),
-                                            caller.holds.clear))
-    except LedgerError as exc:
-        log.warning("holds_not_released", request_id=caller.request_id, held_inr_nano=held(caller),
-                    error=f"{type(exc).__name__}: {exc}"[:300])
+def release_all(services: Services, caller: Caller) -> None:
+    """Hand what a request still holds as it ends without its record (its client gone before a
+    whole answer, a bug, the ledger away) to the background releases (gateway.billing.releases)."""
+    if caller.holds:
+        services.releases.release(caller.org_id, caller.request_id, list(caller.holds))
+        caller.holds.clear()
 
 
 def org_short() -> ApiError:

@@ -14,6 +14,7 @@ import time
 import msgspec
 import pytest
 
+from gateway.state import SERVICES
 from gateway_helpers import closed_port, run_cli_async, write_config
 from ledger.postgres import PostgresRecorder
 from outage_helpers import assert_every_charge_accounted_for, balance_matches_charges, chat, load, outcome
@@ -94,9 +95,11 @@ async def test_postgres_cut_mid_load_answers_cleanly_and_loses_no_charge(
     recorded = await recorded_events(pg_schema)
     outcomes = assert_every_charge_accounted_for(answers, recorded)
     assert outcomes["charged"] > 10 and outcomes["refused"] + outcomes["cut short"] > 2, outcomes
-    (credits, spent), = await gateway.ledger.recorder._fetch(
-        "SELECT credits_inr_nano, spent_inr_nano FROM orgs WHERE org_id = ?", (org["org_id"],))
-    assert balance_matches_charges(recorded, org["org_id"], credits, credits - spent)
+    # Holds of requests the outage kept from their record were released once the ledger was back.
+    await asyncio.wait_for(gateway.server.app[SERVICES].releases.settled(), 10)
+    (credits, spent, held), = await gateway.ledger.recorder._fetch(
+        "SELECT credits_inr_nano, spent_inr_nano, held_inr_nano FROM orgs WHERE org_id = ?", (org["org_id"],))
+    assert balance_matches_charges(recorded, org["org_id"], credits, credits - spent) and held == 0
     direct = write_config(tmp_path, f'[ledger]\nurl = "{postgres_url(schema=pg_schema)}"\n', "direct.toml")
     verified = await run_cli_async("ledger", "verify", "--config", str(direct))
     assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -330,6 +330,7 @@ async def test_a_hold_written_for_a_request_cancelled_meanwhile_is_still_noted_a
         await asyncio.sleep(0.01)
     held = [r.event for r in await gateway.events() if isinstance(r.event, CreditsHeld)]
     assert [h.hold_id for h in held] == [h.hold_id for h in caller.holds]  # what the ledger holds, noted
-    await reservations.release_all(services, caller)
+    reservations.release_all(services, caller)
+    await services.releases.settled()
     assert caller.holds == [] and gateway.ledger.directory.account(org["org_id"]).held_inr_nano == 0
     await replays_to_the_same_tables(gateway)

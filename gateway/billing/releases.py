@@ -1,0 +1,68 @@
+"""Releasing the holds of requests that ended without their record, off the requests' path.
+
+A request's record releases what it held in the same unit as its charge. One that ends without
+it (its client gone before a whole answer, a bug, or the ledger away when it was to be recorded)
+hands its holds here: they are released in the background, retried while the ledger is away
+(the usual reason a record failed), so the client's answer never waits on a database that is
+not there, and a short outage leaves nothing held.
+"""
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+import structlog
+
+from ledger.events import CreditsHeld, HoldReleased
+from ledger.recorder import Append, LedgerUnavailable
+from ledger.writer import GroupCommitWriter
+
+log = structlog.get_logger("gateway.billing.releases")
+
+
+class Releases:
+    """Background releases, each a task kept here until it ends (closed before the writer)."""
+
+    def __init__(self, writer: GroupCommitWriter, *, retry_s: float = 1.0, give_up_s: float = 600.0) -> None:
+        self._writer, self._retry_s, self._give_up_s = writer, retry_s, give_up_s
+        self._running: set[asyncio.Task] = set()
+
+    def release(self, org_id: str, request_id: str, holds: Sequence[CreditsHeld]) -> None:
+        """End `holds` (all of them) as soon as the ledger takes it."""
+        unit = Append(org_id, [HoldReleased(hold_id=h.hold_id, amount_inr_nano=h.amount_inr_nano, key_id=h.key_id)
+                               for h in holds])
+        task = asyncio.create_task(self._append(unit, request_id), name=f"release-{request_id}")
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def settled(self) -> None:
+        """Wait for every release under way (tests, and shutdown)."""
+        while self._running:
+            await asyncio.wait(set(self._running))
+
+    async def close(self) -> None:
+        """At shutdown: releases still waiting for the ledger stop, each logged as not released."""
+        for task in self._running:
+            task.cancel()
+        await asyncio.gather(*self._running, return_exceptions=True)
+
+    async def _append(self, unit: Append, request_id: str) -> None:
+        give_up = time.monotonic() + self._give_up_s
+        while True:
+            try:
+                await self._writer.append(unit)
+                return
+            except LedgerUnavailable as exc:
+                if time.monotonic() >= give_up:
+                    _not_released(unit, request_id, exc)
+                    return
+                await asyncio.sleep(self._retry_s)
+            except asyncio.CancelledError:
+                _not_released(unit, request_id, "the gateway stopped")
+                raise
+
+
+def _not_released(unit: Append, request_id: str, why: object) -> None:
+    held = sum(e.amount_inr_nano for e in unit.events if isinstance(e, HoldReleased))
+    log.warning("holds_not_released", org_id=unit.stream_id, request_id=request_id, held_inr_nano=held,
+                error=str(why)[:300])
