@@ -52,11 +52,17 @@ def tokens(services: Services, model: Resolved, prompt_tokens: int, output_token
 
 def of_body(services: Services, body: dict, model: Resolved, prompt: object | None = None) -> int:
     """A request body's ceiling on `model`: its prompt (the body, unless `prompt` is given) and
-    the output it allows."""
+    the output it allows, for each of the `n` choices it asks for."""
     output = requested_output(body)
     limit = output_limit(model)
-    return tokens(services, model, prompt_bound(model, body if prompt is None else prompt),
-                  limit if output is None else min(output, limit) if limit else output)
+    each = limit if output is None else min(output, limit) if limit else output
+    return tokens(services, model, prompt_bound(model, body if prompt is None else prompt), each * choices(body))
+
+
+def choices(body: dict) -> int:
+    """How many answers a request asks for (chat's and completions' `n`; 1 when absent)."""
+    n = body.get("n")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
 
 
 def for_body(services: Services, body: dict, prompt: object | None = None) -> Callable[[Resolved], int]:

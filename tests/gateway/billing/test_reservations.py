@@ -62,6 +62,14 @@ def test_a_token_priced_ceiling_is_the_prompt_bound_and_the_allowed_output_at_th
     assert unbounded == int((prompt * Decimal("0.00000125") + 64_000 * Decimal("0.000005")) * 84 * 10**9)
 
 
+def test_a_request_for_n_choices_holds_n_outputs():
+    mini = CATALOGUE.resolve("gpt-4o-mini")
+    body = {"model": "gpt-4o-mini", "messages": [], "max_tokens": 100}
+    three = {**body, "n": 3}
+    prompt = ceilings.tokens(Rate(), mini, ceilings.prompt_bound(mini, three), 0)
+    assert ceilings.of_body(Rate(), three, mini) - prompt == 3 * ceilings.tokens(Rate(), mini, 0, 100)
+
+
 def test_the_output_limit_is_the_catalogues_else_the_context_and_a_prompt_never_passes_the_context():
     assert ceilings.output_limit(CATALOGUE.resolve("gpt-4o-mini")) == 16_384
     assert ceilings.output_limit(CATALOGUE.resolve("gpt-4o-realtime-preview")) == 4_096
