@@ -14,8 +14,14 @@ import contextlib
 import signal
 from decimal import Decimal
 
+from types import SimpleNamespace
+
 import aiohttp
 import pytest
+
+from gateway.billing import ceilings
+from gateway.catalogue import Catalogue
+from gateway.config import Config
 
 from gateway_helpers import gateway_process, run_cli_async, shared_ledger_url, simulator_providers_toml, write_config
 from support import auth, chat_body, clean_env, decimal_json
@@ -92,3 +98,18 @@ async def test_concurrent_clients_on_two_replicas_never_spend_past_a_small_budge
         Decimal(c) for status, _, c in by_org_key if status == 200)
     verified = await run_cli_async("ledger", "verify", "--config", replica_config)
     assert verified.returncode == 0, verified.stderr
+
+
+async def test_64_slow_chats_against_a_budget_of_k_worst_cases_let_exactly_k_in(replica_config):
+    # Slow answers (nearly three seconds each), so every request has reserved its worst case before any
+    # settles: exactly K of the identical bodies fit, whichever process each reaches.
+    body = chat_body("the same question [sim:tokens=8] [sim:tps=3]", max_tokens=40)
+    worst = ceilings.of_body(SimpleNamespace(config=Config()), body, Catalogue.load().resolve("gpt-4o-mini"))
+    org = await cli(replica_config, "create-org", "acme", "--credits-inr", "1000")
+    key = await cli(replica_config, "create-key", org["org_id"])
+    await cli(replica_config, "set-key-limits", key["key_id"], "--budget-inr", str(Decimal(worst * 6) / 10**9))
+    async with two_replicas(replica_config) as urls, aiohttp.ClientSession() as session:
+        answers = await asyncio.gather(*(post(session, urls[n % 2], key["api_key"], "/v1/chat/completions", body)
+                                         for n in range(64)))
+    assert sorted(status for status, _, _ in answers) == [200] * 6 + [402] * 58
+    assert sum(Decimal(c) for status, _, c in answers if status == 200) <= Decimal(worst * 6) / 10**9
