@@ -178,8 +178,9 @@ async def spend_limits(recorder: Recorder, org_id: str | None = None) -> list[Sp
 # What each of an org's keys was charged since its budget period's first day (ledger.periods).
 KEY_SPEND = (
     "SELECT k.key_id, COALESCE((SELECT SUM(s.charged_inr_nano) FROM key_spend_daily s WHERE s.org_id = k.org_id"
-    " AND s.key_id = k.key_id AND s.day >= CASE COALESCE(b.budget_period, 'total') WHEN 'day' THEN ?"
-    " WHEN 'month' THEN ? ELSE 0 END), 0), k.held_inr_nano FROM api_keys k"
+    " AND s.key_id = k.key_id AND s.day >= CASE WHEN b.budget_inr_nano IS NULL THEN 0"
+    " WHEN b.budget_period = 'day' THEN ? WHEN b.budget_period = 'month' THEN ? ELSE 0 END), 0),"
+    " k.held_inr_nano FROM api_keys k"
     " LEFT JOIN key_budgets b ON b.key_id = k.key_id AND b.org_id = k.org_id WHERE k.org_id = ?")
 
 

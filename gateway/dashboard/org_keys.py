@@ -1,8 +1,9 @@
-"""An organization's own API keys (GET/POST /v1/keys, DELETE /v1/keys/{id}).
+"""An organization's own API keys (GET/POST /v1/keys, PATCH/DELETE /v1/keys/{id}), with their
+spend controls (budget, allowed models, expiry: see gateway.admin.spend_limits).
 
-Every key of the org may list them; only keys created with the admin flag may create or revoke.
-Changes go through the group-commit writer, so this process's directory knows a new key, or
-forgets a revoked one, before the response is sent.
+Every key of the org may list them; only keys created with the admin flag may create, change or
+revoke. Changes go through the group-commit writer, so this process's directory knows a new key,
+its new limits, or forgets a revoked one, before the response is sent.
 """
 
 from decimal import Decimal
@@ -20,8 +21,6 @@ from ledger import periods, queries
 from ledger.events import ApiKeyRevoked, KeySpendLimitsSet
 from ledger.money import from_nano
 from ledger.recorder import Append
-
-
 
 ModelList = Annotated[list[Annotated[str, msgspec.Meta(max_length=200)]], msgspec.Meta(max_length=500)]
 

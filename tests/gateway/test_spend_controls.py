@@ -148,6 +148,9 @@ async def test_a_day_budget_resets_at_utc_midnight(make_gateway, config):
     clock.now = at_us("2026-11-27T00:00:00")
     assert (await listed(gateway, org, key["id"]))["spent_inr"] == 0
     assert [(await music(gateway, key["api_key"], f"u{n}"))[0] for n in range(3)] == [200, 200, 402]
+    cleared = await (await gateway.client.patch(f"/v1/keys/{key['id']}", json={"budget_inr": None},
+                                                headers=auth(org["api_key"]))).json()
+    assert (Decimal(str(cleared["spent_inr"])), cleared["resets_at"]) == (PRICE_INR * 4, None)  # without a budget: all
     await replays_to_the_same_tables(gateway)
 
 
