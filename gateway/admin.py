@@ -91,21 +91,22 @@ async def set_key_limits(recorder: Recorder, key_id: str, requests_per_minute: i
     if (requests_per_minute or 0) < 0 or (tokens_per_minute or 0) < 0:
         raise AdminError("limits must be 0 (unlimited) or positive")
     key = await _require_key(recorder, key_id)
-    current = {row.key_id: row for row in await queries.key_limits(recorder)}.get(key_id)
+    current = next(iter(await queries.key_limits(recorder, key_id)), None)
     rpm = requests_per_minute if requests_per_minute is not None else current.requests_per_minute if current else 0
     tpm = tokens_per_minute if tokens_per_minute is not None else current.tokens_per_minute if current else 0
     events: list[Event] = []
     if requests_per_minute is not None or tokens_per_minute is not None:
         events.append(KeyLimitsSet(key_id=key_id, requests_per_minute=rpm, tokens_per_minute=tpm))
+    limits: KeySpendLimitsSet | queries.SpendLimits | None = await queries.key_spend_limits(
+        recorder, key.org_id, key_id)
     if change is not None:
-        events.append(spend_limits(key_id, await _spend_limits(recorder, key), change, known))
+        events.append(limits := spend_limits(key_id, limits, change, known))
     if events:
         await _append(recorder, Append(key.org_id, events))
-    return {"key_id": key_id, "requests_per_minute": rpm, "tokens_per_minute": tpm,
-            **limits_fields(await _spend_limits(recorder, key))}
+    return {"key_id": key_id, "requests_per_minute": rpm, "tokens_per_minute": tpm, **limits_fields(limits)}
 
 
-def spend_limits(key_id: str, current: queries.SpendLimits | None, change: SpendChange,
+def spend_limits(key_id: str, current: KeySpendLimitsSet | queries.SpendLimits | None, change: SpendChange,
                  known: Callable[[str], str] | None = None) -> KeySpendLimitsSet:
     """The key's spend controls after `change`, whole, as the event recording them; AdminError
     naming what is wrong. `known` maps a model name to its canonical form (LookupError: unknown)."""
@@ -125,8 +126,8 @@ def spend_limits(key_id: str, current: queries.SpendLimits | None, change: Spend
                              models=models, expires_at_us=expires)
 
 
-def limits_fields(limits: queries.SpendLimits | None) -> dict:
-    """A key's spend controls as the API and the CLI show them."""
+def limits_fields(limits: KeySpendLimitsSet | queries.SpendLimits | None) -> dict:
+    """A key's spend controls (as recorded, or as projected) as the API and the CLI show them."""
     budget = limits.budget_inr_nano if limits else None
     expires = limits.expires_at_us if limits else None
     return {"budget_inr": None if budget is None else number(from_nano(budget)),
@@ -162,10 +163,6 @@ def _instant(text: str) -> int:
         raise AdminError(f"expiry {text!r} is not an ISO 8601 time such as 2026-12-31T00:00:00Z") from None
     moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
     return int(moment.timestamp() * 1_000_000)
-
-
-async def _spend_limits(recorder: Recorder, key: queries.ApiKey) -> queries.SpendLimits | None:
-    return next((row for row in await queries.spend_limits(recorder, key.org_id) if row.key_id == key.key_id), None)
 
 
 async def set_provider_key(recorder: Recorder, sealer: Sealer, org_id: str, provider: str, key: str,

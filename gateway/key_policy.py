@@ -8,7 +8,7 @@ from typing import TypeVar
 from gateway.billing.charging import refused, refused_unread
 from gateway.catalogue import Catalogue, Resolved
 from gateway.directory import SpendLimits
-from gateway.errors import ApiError, unauthorized
+from gateway.errors import ApiError
 from gateway.resolution import Served
 from gateway.services import Caller, Services
 
@@ -56,6 +56,5 @@ def expired_at(services: Services, key_id: str) -> int | None:
 async def refuse_expired(services: Services, caller: Caller, path: str, expired_at_us: int) -> ApiError:
     """401 for a key past its expiry, recorded in its org's log."""
     when = datetime.fromtimestamp(expired_at_us / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    error = unauthorized(f"this API key expired at {when}")
-    error.code = "key_expired"
+    error = ApiError(401, f"this API key expired at {when}", type="authentication_error", code="key_expired")
     return await refused_unread(services, caller, path, error)

@@ -2,6 +2,7 @@
 the shape of the route's API, see gateway.errors.speaks_anthropic), cost headers."""
 
 import asyncio
+import sys
 import time
 
 import structlog
@@ -159,7 +160,7 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     try:
         return await handler(request)
     finally:  # a request's record releases its holds; one that ends without it releases them here
-        reservations.release_all(services, caller)
+        reservations.release_all(services, caller, request.path, sys.exc_info()[1])
 
 
 def _presented_key(request: web.Request) -> str:

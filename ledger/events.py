@@ -90,6 +90,11 @@ class CreditsHeld(Event, frozen=True, tag="credits_held"):
     amount_inr_nano: int
     key_id: str = ""  # the key the request came with ("": recorded before keys had budgets)
 
+    def released(self, amount_inr_nano: int | None = None) -> "HoldReleased":
+        """The end of this hold, or of `amount_inr_nano` of it."""
+        return HoldReleased(hold_id=self.hold_id, key_id=self.key_id,
+                            amount_inr_nano=self.amount_inr_nano if amount_inr_nano is None else amount_inr_nano)
+
 
 class HoldReleased(Event, frozen=True, tag="hold_released"):
     """The reservation ends: with a charge in the same unit (settled) or without (released)."""

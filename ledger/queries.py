@@ -157,8 +157,11 @@ async def active_keys(recorder: Recorder) -> list[ActiveKey]:
     return [ActiveKey(key_id, org_id, key_hash, bool(admin)) for key_id, org_id, key_hash, admin in rows]
 
 
-async def key_limits(recorder: Recorder) -> list[KeyLimits]:
-    rows = await recorder._fetch("SELECT key_id, requests_per_minute, tokens_per_minute FROM key_limits")
+async def key_limits(recorder: Recorder, key_id: str | None = None) -> list[KeyLimits]:
+    """Every key's own rate limits (one key's, when named)."""
+    where, params = (" WHERE key_id = ?", (key_id,)) if key_id else ("", ())
+    rows = await recorder._fetch("SELECT key_id, requests_per_minute, tokens_per_minute FROM key_limits" + where,
+                                 params)
     return [KeyLimits(*row) for row in rows]
 
 
@@ -173,6 +176,12 @@ async def spend_limits(recorder: Recorder, org_id: str | None = None) -> list[Sp
     """Every key's spend controls (of one org, when named)."""
     where, params = (" WHERE org_id = ?", (org_id,)) if org_id else ("", ())
     return [_spend_limits(row) for row in await recorder._fetch(SPEND_LIMITS + where, params)]
+
+
+async def key_spend_limits(recorder: Recorder, org_id: str, key_id: str) -> SpendLimits | None:
+    """One key's spend controls, if it was ever given any."""
+    rows = await recorder._fetch(SPEND_LIMITS + " WHERE org_id = ? AND key_id = ?", (org_id, key_id))
+    return _spend_limits(rows[0]) if rows else None
 
 
 # What each of an org's keys was charged since its budget period's first day (ledger.periods).

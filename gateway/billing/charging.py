@@ -14,7 +14,7 @@ from gateway.catalogue import Resolved
 from gateway.errors import ApiError, UpstreamError
 from gateway.jsonio import encode
 from gateway.services import Caller, Services
-from ledger.events import CreditsHeld, Event, HoldReleased, RequestCompleted
+from ledger.events import Event, RequestCompleted
 from ledger.money import from_nano
 from ledger.recorder import Append, Content
 
@@ -93,12 +93,6 @@ async def admit(services: Services, caller: Caller, provider_id: str) -> str:
     return key
 
 
-def released(hold: CreditsHeld, amount_inr_nano: int | None = None) -> HoldReleased:
-    """The end of `hold`, or of `amount_inr_nano` of it."""
-    return HoldReleased(hold_id=hold.hold_id, key_id=hold.key_id,
-                        amount_inr_nano=hold.amount_inr_nano if amount_inr_nano is None else amount_inr_nano)
-
-
 def held(caller: Caller) -> int:
     """What the request holds now (nano-INR; gateway.billing.reservations)."""
     return sum(hold.amount_inr_nano for hold in caller.holds)
@@ -139,7 +133,7 @@ async def commit(services: Services, caller: Caller, events: list[Event],
                  contents: Sequence[Content | None] = ()) -> None:
     """Append one request's events and text as one unit, with the end of what it holds; durable on
     return."""
-    unit = Append(caller.org_id, [*map(released, caller.holds), *events],
+    unit = Append(caller.org_id, [*(hold.released() for hold in caller.holds), *events],
                   contents=[c for c in contents if c is not None])
     await appended(services, unit, caller.holds.clear)
     for event in events:
@@ -168,15 +162,11 @@ async def appended(services: Services, unit: Append, then: Callable[[], None]) -
     """Append `unit`, then `then()`, both even when the request is cancelled meanwhile. The writer
     commits every unit it took, whatever became of its caller, so what a request notes of its
     holds (`then`) must follow the ledger: else a hold would be released twice, or never."""
-    task = asyncio.ensure_future(services.writer.append(unit))
-    try:
-        await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await asyncio.wait([task])
-        if not task.cancelled() and task.exception() is None:
-            then()
-        raise
-    then()
+    async def append_then() -> None:
+        await services.writer.append(unit)
+        then()
+
+    await despite_cancellation(append_then())
 
 
 async def despite_cancellation(work: Awaitable[object]) -> None:

@@ -5,6 +5,10 @@ it (its client gone before a whole answer, a bug, or the ledger away when it was
 hands its holds here: they are released in the background, retried while the ledger is away
 (the usual reason a record failed), so the client's answer never waits on a database that is
 not there, and a short outage leaves nothing held.
+
+The release is recorded with the request itself (uncharged), so it happens at most once: a
+record whose commit timed out may still have committed, releasing the holds with it, and the
+ledger then refuses the second record of that request id, and its release with it.
 """
 
 import asyncio
@@ -13,8 +17,8 @@ from collections.abc import Sequence
 
 import structlog
 
-from ledger.events import CreditsHeld, HoldReleased
-from ledger.recorder import Append, LedgerUnavailable
+from ledger.events import CreditsHeld, HoldReleased, RequestCompleted
+from ledger.recorder import Append, AppendRejected, LedgerUnavailable
 from ledger.writer import GroupCommitWriter
 
 log = structlog.get_logger("gateway.billing.releases")
@@ -27,11 +31,11 @@ class Releases:
         self._writer, self._retry_s, self._give_up_s = writer, retry_s, give_up_s
         self._running: set[asyncio.Task] = set()
 
-    def release(self, org_id: str, request_id: str, holds: Sequence[CreditsHeld]) -> None:
-        """End `holds` (all of them) as soon as the ledger takes it."""
-        unit = Append(org_id, [HoldReleased(hold_id=h.hold_id, amount_inr_nano=h.amount_inr_nano, key_id=h.key_id)
-                               for h in holds])
-        task = asyncio.create_task(self._append(unit, request_id), name=f"release-{request_id}")
+    def release(self, org_id: str, holds: Sequence[CreditsHeld], record: RequestCompleted) -> None:
+        """End `holds` (all of them), recorded with the request's `record`, as soon as the ledger
+        takes them; nothing when the request was recorded after all."""
+        unit = Append(org_id, [*(hold.released() for hold in holds), record])
+        task = asyncio.create_task(self._append(unit, record.request_id), name=f"release-{record.request_id}")
         self._running.add(task)
         task.add_done_callback(self._running.discard)
 
@@ -51,6 +55,9 @@ class Releases:
         while True:
             try:
                 await self._writer.append(unit)
+                return
+            except AppendRejected:  # the request was recorded, its holds released with it
+                log.info("holds_released_with_the_request", org_id=unit.stream_id, request_id=request_id)
                 return
             except LedgerUnavailable as exc:
                 if time.monotonic() >= give_up:

@@ -11,12 +11,13 @@ With `[billing] reserve = false` only a key with a budget holds; other requests 
 against the org's balance (above zero) as before, and may overspend it by the requests in flight.
 """
 
+import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import msgspec
 
-from gateway.billing.charging import appended, held, refused, released, require_credit
+from gateway.billing.charging import Outcome, appended, held, refused, request_event, require_credit
 from gateway.catalogue import Resolved
 from gateway.directory import SpendLimits
 from gateway.errors import ApiError
@@ -25,7 +26,7 @@ from gateway.services import Caller, Services
 from ledger import periods
 from ledger.events import CreditsHeld, Event
 from ledger.money import format_amount, from_nano
-from ledger.recorder import Append, BudgetExceeded, InsufficientCredit
+from ledger.recorder import Append, BudgetExceeded, InsufficientCredit, LedgerError
 
 
 def holds(services: Services, caller: Caller) -> bool:
@@ -86,16 +87,33 @@ async def shrink(services: Services, caller: Caller, keep_inr_nano: int) -> None
         else:
             caller.holds[-1] = msgspec.structs.replace(last, amount_inr_nano=last.amount_inr_nano - part)
 
-    await appended(services, Append(caller.org_id, [released(last, part)]), shrunk)
+    await appended(services, Append(caller.org_id, [last.released(part)]), shrunk)
     await shrink(services, caller, keep_inr_nano)
 
 
-def release_all(services: Services, caller: Caller) -> None:
+def release_all(services: Services, caller: Caller, route: str, ended_by: BaseException | None) -> None:
     """Hand what a request still holds as it ends without its record (its client gone before a
-    whole answer, a bug, the ledger away) to the background releases (gateway.billing.releases)."""
-    if caller.holds:
-        services.releases.release(caller.org_id, caller.request_id, list(caller.holds))
-        caller.holds.clear()
+    whole answer, a bug, the ledger away) to the background releases (gateway.billing.releases),
+    with the record it lacks: uncharged, its status what ended it (`ended_by`)."""
+    if not caller.holds:
+        return
+    facts = caller.facts
+    ended = Outcome(route=route, model=facts.model or "", provider=facts.provider or "", status=ended_status(ended_by),
+                    error="the request ended before it was recorded; nothing was charged")
+    services.releases.release(caller.org_id, list(caller.holds), request_event(caller, ended))
+    caller.holds.clear()
+
+
+def ended_status(exc: BaseException | None) -> int:
+    """The status of a request that ended without its record, by what ended it."""
+    match exc:
+        case asyncio.CancelledError() | ConnectionError():
+            return 499  # the client left
+        case ApiError(status=status):
+            return status
+        case LedgerError():
+            return 503
+    return 500
 
 
 def org_short() -> ApiError:

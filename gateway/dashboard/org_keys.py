@@ -87,7 +87,7 @@ async def change_limits(services: Services, caller: Caller, key_id: str, request
     """PATCH /v1/keys/{id}: change a key's spend controls (one ledger event); the key as listed."""
     _require_admin(caller, "change key limits")
     key = await _org_key(services, caller, key_id)
-    current = {row.key_id: row for row in await queries.spend_limits(services.recorder, caller.org_id)}.get(key_id)
+    current = await queries.key_spend_limits(services.recorder, caller.org_id, key_id)
     event = _limits_event(services, key_id, current, request)
     await services.writer.append(Append(caller.org_id, [event]))
     return await _listed(services, caller, key.key_id)
@@ -127,12 +127,7 @@ async def create(services: Services, caller: Caller, request: NewKey) -> dict:
     [recorded, *_] = await services.writer.append(Append(caller.org_id, [event, limits]))
     return {"id": key_id, "object": "api_key", "api_key": key, "prefix": event.prefix, "name": event.name,
             "admin": event.admin, "created": recorded.recorded_at_us // 1_000_000,
-            **admin.limits_fields(_as_row(limits))}
-
-
-def _as_row(event: KeySpendLimitsSet) -> queries.SpendLimits:
-    return queries.SpendLimits(event.key_id, event.budget_inr_nano, event.budget_period, event.models,
-                               event.expires_at_us)
+            **admin.limits_fields(limits)}
 
 
 async def revoke(services: Services, caller: Caller, key_id: str) -> dict:

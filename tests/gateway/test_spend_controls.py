@@ -14,11 +14,13 @@ from decimal import Decimal
 import pytest
 
 from gateway.billing import reservations
+from gateway.billing.charging import Outcome, record
 from gateway.directory import Principal
 from gateway.services import Caller
 from gateway.state import SERVICES
 from ledger import audit
 from ledger.events import CreditsHeld, HoldReleased, RequestCompleted
+from ledger.recorder import LedgerUnavailable
 from support import (
     auth, chat_body, decimal_json, poll, request_events, transcription_form, upstream_requests, ws_receive, ws_until,
 )
@@ -333,7 +335,34 @@ async def test_a_hold_written_for_a_request_cancelled_meanwhile_is_still_noted_a
         await asyncio.sleep(0.01)
     held = [r.event for r in await gateway.events() if isinstance(r.event, CreditsHeld)]
     assert [h.hold_id for h in held] == [h.hold_id for h in caller.holds]  # what the ledger holds, noted
-    reservations.release_all(services, caller)
+    reservations.release_all(services, caller, "/v1/chat/completions", asyncio.CancelledError())
     await services.releases.settled()
     assert caller.holds == [] and gateway.ledger.directory.account(org["org_id"]).held_inr_nano == 0
     await replays_to_the_same_tables(gateway)
+
+
+async def test_holds_whose_request_was_recorded_after_all_are_not_released_twice(gateway, org):
+    # A record whose commit timed out may have committed, its holds released with it: the request
+    # then still holds them as far as it knows, and hands them to the background releases.
+    services = gateway.server.app[SERVICES]
+    caller = Caller(Principal(org["key_id"], org["org_id"]), "req_recorded")
+    await reservations.top_up(services, caller, 1_000_000)
+    holds = list(caller.holds)
+    await record(services, caller, Outcome(route="/v1/chat/completions", model="m", provider="p", status=502))
+    caller.holds.extend(holds)  # what it knows after a commit that seemed to fail
+    reservations.release_all(services, caller, "/v1/chat/completions", LedgerUnavailable("timed out"))
+    await services.releases.settled()
+    assert gateway.ledger.directory.account(org["org_id"]).held_inr_nano == 0
+    assert [r.event.status for r in await gateway.events() if isinstance(r.event, RequestCompleted)] == [502]
+    await replays_to_the_same_tables(gateway)
+
+
+async def test_a_request_that_ends_unrecorded_is_recorded_uncharged_with_its_holds_released(gateway, org):
+    services = gateway.server.app[SERVICES]
+    caller = Caller(Principal(org["key_id"], org["org_id"]), "req_unrecorded")
+    await reservations.top_up(services, caller, 1_000_000)
+    reservations.release_all(services, caller, "/v1/chat/completions", asyncio.CancelledError())
+    await services.releases.settled()
+    [ended] = [r.event for r in await gateway.events() if isinstance(r.event, RequestCompleted)]
+    assert (ended.request_id, ended.status, ended.charged_inr_nano) == ("req_unrecorded", 499, 0)
+    assert gateway.ledger.directory.account(org["org_id"]).held_inr_nano == 0
