@@ -94,8 +94,11 @@ class Directory:
                 self._orgs[org].retention = retention
             case CreditsAdded(amount_inr_nano=amount):
                 self._orgs[org].credits_inr_nano += amount
-            case RequestCompleted(charged_inr_nano=charged):
-                self._orgs[org].spent_inr_nano += charged
+            case RequestCompleted(charged_inr_nano=charged, draws=draws) as event:
+                account = self._orgs[org]
+                account.spent_inr_nano += charged
+                if draws:
+                    account.held_inr_nano -= event.drawn_inr_nano
             case CreditsHeld(amount_inr_nano=amount):
                 self._orgs[org].held_inr_nano += amount
             case HoldReleased(amount_inr_nano=amount):

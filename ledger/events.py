@@ -55,8 +55,19 @@ class Attempt(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     error: str = ""
 
 
+class Draw(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Part of a request's charge paid from a hold its process reserved ahead (an escrow slice,
+    gateway.billing.escrow): that much of the hold ends with the charge, in the same event."""
+
+    hold_id: str
+    amount_inr_nano: int
+    key_id: str = ""  # the hold's key, as it was held
+
+
 class RequestCompleted(Event, frozen=True, tag="request_completed"):
-    """One API request, successful or not. `charged_inr_nano` is what the balance pays."""
+    """One API request, successful or not. `charged_inr_nano` is what the balance pays: its true
+    cost (tokens x catalogue price), whatever it held. `draws` take part of that from holds its
+    process reserved ahead; `anomaly` says why the request cost more than it held, if it did."""
 
     request_id: str
     key_id: str
@@ -78,17 +89,27 @@ class RequestCompleted(Event, frozen=True, tag="request_completed"):
     # Every upstream call in order, when the request was routed (failover); the last one is
     # `provider`'s. Empty for a request that made no call or predates routing.
     attempts: tuple[Attempt, ...] = ()
+    draws: tuple[Draw, ...] = ()
+    anomaly: str = ""
+
+    @property
+    def drawn_inr_nano(self) -> int:
+        return sum(draw.amount_inr_nano for draw in self.draws)
 
 
 class CreditsHeld(Event, frozen=True, tag="credits_held"):
-    """Credit reserved for a request before its upstream call. The ledger refuses a hold the
+    """Credit reserved for a request before its upstream call, or by a process for the requests
+    it will admit (an escrow slice: `request_id` ""). The ledger refuses a hold the
     organization's available balance (credits - spent - held) cannot cover, and one of a key
-    (`key_id`) whose budget has no room left in its period (budget - spent - held)."""
+    (`key_id`) whose budget has no room left in its period (budget - spent - held). A second
+    hold of the same `hold_id` adds to it. A hold lapses `lease_us` after it was recorded (or
+    last renewed, HoldsRenewed); a lapsed hold is released by whoever sees it first (expired)."""
 
     hold_id: str
     request_id: str
     amount_inr_nano: int
     key_id: str = ""  # the key the request came with ("": recorded before keys had budgets)
+    lease_us: int = 0  # 0: recorded before leases; such a hold lapses LEGACY_LEASE_US after it was made
 
     def released(self, amount_inr_nano: int | None = None) -> "HoldReleased":
         """The end of this hold, or of `amount_inr_nano` of it."""
@@ -97,11 +118,22 @@ class CreditsHeld(Event, frozen=True, tag="credits_held"):
 
 
 class HoldReleased(Event, frozen=True, tag="hold_released"):
-    """The reservation ends: with a charge in the same unit (settled) or without (released)."""
+    """The reservation ends: with a charge in the same unit (settled) or without (released).
+    `expired`: its lease lapsed, its holder gone; it ends whole, whatever remains of it (even
+    nothing), and the ledger takes that once, only while it is lapsed."""
 
     hold_id: str
     amount_inr_nano: int  # all of the hold, or (a realtime session settling a response) part of it
     key_id: str = ""  # the hold's key, as it was held
+    expired: bool = False
+
+
+class HoldsRenewed(Event, frozen=True, tag="holds_renewed"):
+    """The process holding these holds is alive: each lapses `lease_us` from now (never sooner
+    than it already would). A hold no longer held is passed over."""
+
+    hold_ids: tuple[str, ...]
+    lease_us: int
 
 
 class MusicTrackRecorded(Event, frozen=True, tag="music_track_recorded"):
@@ -189,7 +221,10 @@ class KeySpendLimitsSet(Event, frozen=True, tag="key_spend_limits_set"):
 AnyEvent = (OrgCreated | ApiKeyCreated | ApiKeyRevoked | CreditsAdded | RetentionChanged
             | RequestCompleted | CreditsHeld | HoldReleased | MusicTrackRecorded | MediaExpired
             | ProviderKeySet | ProviderKeyRemoved | KeyLimitsSet | IdempotencyKeyClaimed
-            | IdempotencyKeyReleased | KeySpendLimitsSet)
+            | IdempotencyKeyReleased | KeySpendLimitsSet | HoldsRenewed)
+
+# A hold recorded before holds had leases (CreditsHeld.lease_us 0) lapses this long after it was made.
+LEGACY_LEASE_US = 60_000_000
 
 encode_event = msgspec.json.Encoder().encode
 decode_event = msgspec.json.Decoder(AnyEvent).decode

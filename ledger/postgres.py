@@ -24,7 +24,8 @@ from ledger.events import decode_event
 from ledger.pg_writes import Run, SetWriter, numbered
 from ledger.recorder import (
     CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, CorruptEvent, Outcome, Recorded, Recorder,
-    Clock, RecorderClosed, accepted, held_by, holding_keys, isolating_rejections, out_of_date, plan, wall_clock_us,
+    Clock, Holds, RecorderClosed, accepted, held_by, holding_keys, holds_taken, isolating_rejections, out_of_date,
+    plan, wall_clock_us,
 )
 from ledger.timeouts import (
     CONNECT_TIMEOUT_S, MIGRATE_TIMEOUT_S, STATEMENT_TIMEOUT_S, reporting_outages, unavailable_on,
@@ -45,12 +46,14 @@ CREATE TRIGGER events_are_immutable BEFORE UPDATE OR DELETE OR TRUNCATE ON event
 ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS last_used_at_us BIGINT;
 ALTER TABLE idempotency_keys ADD COLUMN IF NOT EXISTS running_until_us BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS held_inr_nano BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE request_log ADD COLUMN IF NOT EXISTS anomaly TEXT NOT NULL DEFAULT '';
 """ + schema.create_indexes(partial=False) + schema.create_indexes(partial=True)
 SELECT_EVENTS = "SELECT position, stream_id, version, recorded_at_us, type, data, hash FROM events"
 # Everything plan() needs, read in one round trip once the lock is held (a statement of its own, so
 # its snapshot is taken after the lock): each stream's head (one index probe per stream, however
 # long the stream), the last position, the available balance of each org taking a hold, and the
-# budget room of each key holding (its period's first days in $4 and $5).
+# budget room of each key holding (its period's first days in $4 and $5), and what each hold taken
+# from still holds and when it lapses ($6).
 READ_UNDER_LOCK = (
     "SELECT 'head', s.stream_id, e.version, e.hash FROM unnest($1::text[]) AS s(stream_id)"
     " CROSS JOIN LATERAL (SELECT version, hash FROM events WHERE stream_id = s.stream_id"
@@ -60,7 +63,9 @@ READ_UNDER_LOCK = (
     " WHERE org_id = ANY($2::text[])"
     " UNION ALL SELECT 'room', q.key_id, q.room::bigint, NULL FROM ("
     + projections.ROOM.format(day="$4::bigint", month="$5::bigint", keys="= ANY($3::text[])")
-    + ") AS q(key_id, room)")
+    + ") AS q(key_id, room)"
+    " UNION ALL SELECT 'hold', hold_id, amount_inr_nano, NULL FROM holds WHERE hold_id = ANY($6::text[])"
+    " UNION ALL SELECT 'lapse', hold_id, lapses_at_us, NULL FROM holds WHERE hold_id = ANY($6::text[])")
 REMOVE_TEXT = ("UPDATE content SET body = NULL, removed_at_us = $1 WHERE content_id IN"
                " (SELECT content_id FROM content WHERE body IS NOT NULL AND created_at_us < $2"
                " ORDER BY created_at_us LIMIT $3)")
@@ -154,7 +159,8 @@ class PostgresRecorder(Recorder):
             if found < SCHEMA_VERSION and migrate:
                 await db.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
                 await db.execute(SCHEMA, timeout=MIGRATE_TIMEOUT_S)
-                for statement in projections.BACKFILL_V5 + projections.BACKFILL_V7:  # a new store: nothing to fill
+                for statement in (projections.BACKFILL_V5 + projections.BACKFILL_V7  # a new store: nothing to fill
+                                  + projections.backfill_v8(_json_field)):
                     await db.execute(statement, timeout=MIGRATE_TIMEOUT_S)
                 await db.execute(SCHEMA_VERSIONS)
                 await db.execute("INSERT INTO ledger_schema (version, applied_at_us) VALUES ($1, $2)",
@@ -197,8 +203,8 @@ class PostgresRecorder(Recorder):
         every write (ledger.pg_writes), COMMIT."""
         async with self._connection() as db, _append_transaction(db):
             now_us = self.clock()
-            heads, last, available, room = await _read_under_lock(db, units, now_us)
-            outcomes = plan(units, heads, last, now_us, available, room)
+            heads, last, available, room, holds = await _read_under_lock(db, units, now_us)
+            outcomes = plan(units, heads, last, now_us, available, room, holds)
             await self._apply(db, projections.writes(list(accepted(units, outcomes))))
         return outcomes
 
@@ -266,6 +272,10 @@ class PostgresRecorder(Recorder):
         return _ScratchPostgresRecorder(self._dsn, f"replay_{uuid.uuid4().hex[:16]}", pool_size=2)
 
 
+def _json_field(name: str) -> str:
+    return f"(convert_from(data, 'UTF8')::jsonb ->> '{name}')"
+
+
 async def _keep_session(db: asyncpg.Connection) -> None:
     """What a connection going back to the pool needs beyond asyncpg's own rollback of an open
     transaction: nothing, since no session state is ever set (no SET, LISTEN, cursor or session
@@ -290,17 +300,20 @@ async def _append_transaction(db: asyncpg.Connection) -> AsyncIterator[None]:
 
 
 async def _read_under_lock(db: asyncpg.Connection, units: Sequence[Append], now_us: int
-                           ) -> tuple[dict[str, tuple[int, bytes]], int, dict[str, int], dict[str, int]]:
-    """Each stream's head, the last position, each holding org's available balance and each
-    holding key's budget room at `now_us`."""
+                           ) -> tuple[dict[str, tuple[int, bytes]], int, dict[str, int], dict[str, int], Holds | None]:
+    """Each stream's head, the last position, each holding org's available balance, each
+    holding key's budget room at `now_us`, and each taken hold's remainder and lapse."""
+    taken = holds_taken(units)
     rows = await db.fetch(READ_UNDER_LOCK, list({u.stream_id for u in units}),
                           list({u.stream_id for u in units if held_by(u)}), list(holding_keys(units)),
-                          periods.first_day("day", now_us), periods.first_day("month", now_us))
+                          periods.first_day("day", now_us), periods.first_day("month", now_us), list(taken))
     heads = {stream: (version, bytes(digest)) for kind, stream, version, digest in rows if kind == "head"}
     available = {org: amount for kind, org, amount, _ in rows if kind == "available"}
     room = {key: amount for kind, key, amount, _ in rows if kind == "room"}
     last = next(value for kind, _, value, _ in rows if kind == "last")
-    return heads, last, available, room
+    lapses = {hold_id: at for kind, hold_id, at, _ in rows if kind == "lapse"}
+    holds = {hold_id: (amount, lapses[hold_id]) for kind, hold_id, amount, _ in rows if kind == "hold"}
+    return heads, last, available, room, holds if taken else None
 
 
 class _ScratchPostgresRecorder(PostgresRecorder):

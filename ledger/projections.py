@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from ledger.events import (
-    ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, HoldReleased, IdempotencyKeyClaimed,
+    LEGACY_LEASE_US, ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, HoldReleased, HoldsRenewed,
+    IdempotencyKeyClaimed,
     IdempotencyKeyReleased, KeyLimitsSet, KeySpendLimitsSet, MediaExpired, MusicTrackRecorded, OrgCreated,
     ProviderKeyRemoved,
     ProviderKeySet, RequestCompleted, RetentionChanged,
@@ -40,6 +41,7 @@ TABLES: dict[str, str] = {
     "provider_keys": "org_id, provider",
     "key_limits": "key_id",
     "key_budgets": "key_id",
+    "holds": "hold_id",
     "key_spend_daily": "org_id, key_id, day",
     "usage_daily": "org_id, day, route, model, status",
 }
@@ -56,6 +58,17 @@ ROOM = (
     " WHEN 'day' THEN {day} WHEN 'month' THEN {month} ELSE 0 END), 0)"
     " FROM key_budgets b JOIN api_keys k ON k.key_id = b.key_id AND k.org_id = b.org_id"
     " WHERE b.budget_inr_nano IS NOT NULL AND b.key_id {keys}")
+# Each hold still (partly) held: what remains of it and when it lapses (ledger.leases). A second
+# hold of one id adds to it; a release or a draw takes from it; a release leaving nothing (or an
+# expiry) removes the row, in a later phase, so a batch's order within a hold never matters.
+PUT_HOLD = (
+    "INSERT INTO holds (hold_id, org_id, key_id, amount_inr_nano, lapses_at_us) VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT (hold_id) DO UPDATE SET amount_inr_nano = holds.amount_inr_nano + excluded.amount_inr_nano,"
+    " lapses_at_us = CASE WHEN excluded.lapses_at_us > holds.lapses_at_us THEN excluded.lapses_at_us"
+    " ELSE holds.lapses_at_us END")
+TAKE_HOLD = "UPDATE holds SET amount_inr_nano = amount_inr_nano - ? WHERE hold_id = ?"
+DROP_EMPTY_HOLD = "DELETE FROM holds WHERE hold_id = ? AND amount_inr_nano <= 0"
+RENEW_HOLD = "UPDATE holds SET lapses_at_us = ? WHERE hold_id = ? AND lapses_at_us < ?"
 ADD_KEY_HELD = "UPDATE api_keys SET held_inr_nano = held_inr_nano + ? WHERE key_id = ? AND org_id = ?"
 ADD_KEY_SPEND = (
     "INSERT INTO key_spend_daily (org_id, key_id, day, charged_inr_nano) VALUES (?, ?, ?, ?)"
@@ -76,6 +89,27 @@ BACKFILL_V7 = (
      f" created_at_us / {US_PER_DAY}, SUM(charged_inr_nano) FROM request_log"
      f" WHERE charged_inr_nano > 0 GROUP BY org_id, key_id, created_at_us / {US_PER_DAY}"),
 )
+# Schema version 8 added the holds table; a store upgraded from an older one fills it from the hold
+# events, exactly as a replay would (older holds have no lease: LEGACY_LEASE_US). {field} reads
+# a field of an event's JSON in the backend's dialect (ledger.sqlite, ledger.postgres).
+_HOLD_DELTA = "CASE type WHEN 'credits_held' THEN 1 ELSE -1 END * CAST({amount} AS BIGINT)"
+BACKFILL_V8 = (
+    "DELETE FROM holds",
+    ("INSERT INTO holds (hold_id, org_id, key_id, amount_inr_nano, lapses_at_us)"
+     " SELECT {hold_id}, stream_id, MAX(COALESCE({key_id}, '')), SUM(" + _HOLD_DELTA + "),"
+     f" MAX(CASE type WHEN 'credits_held' THEN recorded_at_us + {LEGACY_LEASE_US} END)"
+     " FROM events WHERE type IN ('credits_held', 'hold_released') GROUP BY {hold_id}, stream_id"
+     " HAVING SUM(" + _HOLD_DELTA + ") > 0"),
+)
+
+
+def backfill_v8(field: Callable[[str], str]) -> tuple[str, ...]:
+    """BACKFILL_V8 with `field(name)` the backend's expression for a field of `events.data`."""
+    names = {name: field(name) for name in ("hold_id", "key_id", "amount")}
+    names["amount"] = field("amount_inr_nano")
+    return tuple(statement.format(**names) for statement in BACKFILL_V8)
+
+
 INSERT_ORG = ("INSERT INTO orgs (org_id, name, retention, created_at_us, credits_inr_nano,"
               " spent_inr_nano, held_inr_nano, requests) VALUES (?, ?, ?, ?, 0, 0, 0, 0)")
 ADD_HELD = "UPDATE orgs SET held_inr_nano = held_inr_nano + ? WHERE org_id = ?"
@@ -117,8 +151,9 @@ SET_KEY_LIMITS = (
     " tokens_per_minute = excluded.tokens_per_minute")
 SET_RETENTION = "UPDATE orgs SET retention = ? WHERE org_id = ?"
 ADD_CREDITS = "UPDATE orgs SET credits_inr_nano = credits_inr_nano + ? WHERE org_id = ?"
-ADD_SPEND = ("UPDATE orgs SET spent_inr_nano = spent_inr_nano + ?, requests = requests + ?"
-             " WHERE org_id = ?")
+# A request's charge, and what of it was drawn from holds (RequestCompleted.draws).
+ADD_SPEND = ("UPDATE orgs SET spent_inr_nano = spent_inr_nano + ?, held_inr_nano = held_inr_nano - ?,"
+             " requests = requests + ? WHERE org_id = ?")
 INSERT_KEY = ("INSERT INTO api_keys (key_id, org_id, key_hash, prefix, name, admin,"
               " created_at_us, revoked_at_us) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)")
 # A revocation only acts within its own org's stream, so one org can never revoke another's key.
@@ -152,8 +187,8 @@ BACKFILL_V5 = (
 INSERT_REQUEST = (
     "INSERT INTO request_log (request_id, org_id, position, key_id, created_at_us, route, model,"
     " provider, status, stream, prompt_tokens, completion_tokens, cost_usd_nano, cost_inr_nano,"
-    " charged_inr_nano, usd_to_inr, latency_ms, error, content_id)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+    " charged_inr_nano, usd_to_inr, latency_ms, error, content_id, anomaly)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
 def statements(recorded: Recorded) -> list[Statement]:
@@ -173,10 +208,15 @@ def statements(recorded: Recorded) -> list[Statement]:
             return [Statement(UPDATE, REVOKE_KEY, (at, key_id, org))]
         case RequestCompleted() as e:
             return _request_statements(recorded, e)
-        case CreditsHeld(amount_inr_nano=amount, key_id=key_id) | HoldReleased(amount_inr_nano=amount, key_id=key_id):
-            sign = 1 if isinstance(recorded.event, CreditsHeld) else -1
-            held = [Statement(UPDATE, ADD_HELD, (sign * amount, org))]
-            return [*held, Statement(UPDATE, ADD_KEY_HELD, (sign * amount, key_id, org))] if key_id else held
+        case CreditsHeld() as e:
+            lapses = at + (e.lease_us or LEGACY_LEASE_US)
+            return [Statement(CREATE, PUT_HOLD, (e.hold_id, org, e.key_id, e.amount_inr_nano, lapses)),
+                    *_held(org, e.key_id, e.amount_inr_nano)]
+        case HoldReleased() as e:
+            return [Statement(UPDATE, TAKE_HOLD, (e.amount_inr_nano, e.hold_id)),
+                    Statement(MARK, DROP_EMPTY_HOLD, (e.hold_id,)), *_held(org, e.key_id, -e.amount_inr_nano)]
+        case HoldsRenewed(hold_ids=hold_ids, lease_us=lease_us):
+            return [Statement(UPDATE, RENEW_HOLD, (at + lease_us, hold_id, at + lease_us)) for hold_id in hold_ids]
         case KeySpendLimitsSet() as e:
             return [Statement(UPDATE, SET_KEY_BUDGET, (
                 e.key_id, org, e.budget_inr_nano, e.budget_period, ",".join(e.models), e.expires_at_us, at,
@@ -201,14 +241,24 @@ def statements(recorded: Recorded) -> list[Statement]:
     return []
 
 
+def _held(org: str, key_id: str, amount: int) -> list[Statement]:
+    """What an org (and, when the hold names one, a key) holds, changed by `amount`."""
+    held = [Statement(UPDATE, ADD_HELD, (amount, org))]
+    return [*held, Statement(UPDATE, ADD_KEY_HELD, (amount, key_id, org))] if key_id else held
+
+
 def _request_statements(recorded: Recorded, e: RequestCompleted) -> list[Statement]:
     org, at = recorded.stream_id, recorded.recorded_at_us
-    done = [Statement(UPDATE, ADD_SPEND, (e.charged_inr_nano, 1, org)),
+    done = [Statement(UPDATE, ADD_SPEND, (e.charged_inr_nano, e.drawn_inr_nano if e.draws else 0, 1, org)),
             Statement(LOG, INSERT_REQUEST, _request_row(recorded, e)),
             Statement(TOUCH, TOUCH_KEY, (at, e.key_id, org, at)),
             Statement(ROLLUP, ADD_DAILY_USAGE, _usage_row(recorded, e))]
     if e.charged_inr_nano:
         done.append(Statement(ROLLUP, ADD_KEY_SPEND, (org, e.key_id, at // US_PER_DAY, e.charged_inr_nano)))
+    for draw in e.draws:  # the org's part is in ADD_SPEND
+        done.append(Statement(UPDATE, TAKE_HOLD, (draw.amount_inr_nano, draw.hold_id)))
+        if draw.key_id:
+            done.append(Statement(UPDATE, ADD_KEY_HELD, (-draw.amount_inr_nano, draw.key_id, org)))
     return done
 
 
@@ -227,7 +277,7 @@ def _request_row(recorded: Recorded, e: RequestCompleted) -> tuple:
     return (e.request_id, recorded.stream_id, recorded.position, e.key_id, recorded.recorded_at_us,
             e.route, e.model, e.provider, e.status, int(e.stream), e.prompt_tokens,
             e.completion_tokens, e.cost_usd_nano, e.cost_inr_nano, e.charged_inr_nano,
-            e.usd_to_inr, e.latency_ms, e.error, e.content_id)
+            e.usd_to_inr, e.latency_ms, e.error, e.content_id, e.anomaly)
 
 
 def _usage_row(recorded: Recorded, e: RequestCompleted) -> tuple:
@@ -288,12 +338,23 @@ def _latest(rows: list[tuple], key: slice) -> tuple:
     return max(rows)  # TOUCH_KEY's parameters start with the instant
 
 
+def _summed_hold(rows: list[tuple], key: slice) -> tuple:
+    """PUT_HOLD's rows for one hold: the amounts added up, the latest lapse."""
+    first = rows[0]
+    return (*first[:3], sum(row[3] for row in rows), max(row[4] for row in rows))
+
+
+def _once(rows: list[tuple], key: slice) -> tuple:
+    return rows[0]  # the same statement for the same row: once is enough
+
+
 # Statements whose rows of one batch fold into one per row they change, the tables coming out the
 # same (additions add up, a key's last use is the latest): the parameters naming the row, and how
 # the parameters of all of a row's statements combine. A run of them changes each row once, so it
 # can also be applied as one set (see ledger.pg_writes).
 FOLDED: dict[str, tuple[slice, Callable[[list[tuple], slice], tuple]]] = {
-    ADD_SPEND: (slice(2, 3), _sum), ADD_HELD: (slice(1, 2), _sum), ADD_CREDITS: (slice(1, 2), _sum),
+    ADD_SPEND: (slice(3, 4), _sum), PUT_HOLD: (slice(0, 1), _summed_hold), TAKE_HOLD: (slice(1, 2), _sum),
+    DROP_EMPTY_HOLD: (slice(0, 1), _once), ADD_HELD: (slice(1, 2), _sum), ADD_CREDITS: (slice(1, 2), _sum),
     ADD_DAILY_USAGE: (slice(0, 5), _sum), TOUCH_KEY: (slice(1, 3), _latest),
     ADD_KEY_HELD: (slice(1, 3), _sum), ADD_KEY_SPEND: (slice(0, 3), _sum),
 }

@@ -25,7 +25,7 @@ _request_amounts = operator.attrgetter(*REQUEST_AMOUNTS)
 GENESIS_HASH = bytes(32)
 # The version of the stored schema this code needs. Bump it with every schema change; a
 # migrating open (`gateway ledger migrate`, or any command on first use) brings a store up to it.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 SCHEMA_VERSIONS = "CREATE TABLE IF NOT EXISTS ledger_schema (version INTEGER NOT NULL, applied_at_us BIGINT NOT NULL)"
 CURRENT_VERSION = "SELECT COALESCE(MAX(version), 0) FROM ledger_schema"
 
@@ -67,6 +67,11 @@ class BudgetExceeded(LedgerError):
     def __init__(self, key_id: str, room_inr_nano: int, wanted_inr_nano: int) -> None:
         super().__init__(f"key {key_id} has {room_inr_nano} nano-INR of its budget left, not {wanted_inr_nano}")
         self.key_id, self.room_inr_nano = key_id, room_inr_nano
+
+
+class HoldNotHeld(LedgerError):
+    """A release or a draw of more than its hold still holds (it ended already: released, or
+    expired while its holder was away), or an expiry of a hold whose lease has not lapsed."""
 
 
 class AppendRejected(LedgerError):
@@ -154,22 +159,61 @@ def held_by_key(unit: Append) -> dict[str, int]:
     return held
 
 
+def taken_from(event: Event) -> list[tuple[str, int, bool]]:
+    """(hold id, amount, expired) of each part of a hold that `event` ends."""
+    if isinstance(event, HoldReleased):
+        return [(event.hold_id, event.amount_inr_nano, event.expired)]
+    if isinstance(event, RequestCompleted) and event.draws:
+        return [(draw.hold_id, draw.amount_inr_nano, False) for draw in event.draws]
+    return []
+
+
+def holds_taken(units: Sequence[Append]) -> set[str]:
+    """Every hold some unit releases or draws from: whose remainder plan() needs."""
+    return {hold_id for unit in units for event in unit.events for hold_id, _, _ in taken_from(event)}
+
+
+Holds = dict[str, tuple[int, int]]  # hold id -> (what it still holds, when it lapses), for plan()
+
+
+def _untenable(unit: Append, holds: Holds, now_us: int) -> HoldNotHeld | None:
+    """Why `unit` takes from a hold what it does not hold (None: it does not, and `holds` is
+    updated): a hold ends at most once, and expires only when lapsed, whole."""
+    left: Holds = {}
+    for event in unit.events:
+        if isinstance(event, CreditsHeld):
+            amount, lapses = left.get(event.hold_id) or holds.get(event.hold_id, (0, 0))
+            left[event.hold_id] = (amount + event.amount_inr_nano, max(lapses, now_us + event.lease_us))
+        for hold_id, amount, expired in taken_from(event):
+            have, lapses = left.get(hold_id) or holds.get(hold_id, (0, 0))
+            if amount > have or (expired and (lapses > now_us or amount != have)):
+                return HoldNotHeld(f"stream {unit.stream_id}: hold {hold_id} holds {have} nano-INR, not"
+                                   f" {amount}{' (its lease has not lapsed)' if expired else ''}")
+            left[hold_id] = (have - amount, lapses)
+    holds.update(left)
+    return None
+
+
 def holding_keys(units: Sequence[Append]) -> set[str]:
     """Every key some unit holds credit for: whose budget room plan() needs."""
     return {key for unit in units for key in held_by_key(unit)}
 
 
-def _refusal(unit: Append, version: int, available: dict[str, int], room: dict[str, int]) -> LedgerError | None:
+def _refusal(unit: Append, version: int, available: dict[str, int], room: dict[str, int],
+             holds: Holds | None, now_us: int) -> LedgerError | None:
     """Why `unit` cannot be recorded now (None: it can, and what it holds is taken off
-    `available` and `room`)."""
+    `available` and `room`, what it takes from holds off `holds`)."""
     if unit.expected_version is not None and unit.expected_version != version:
         return ConcurrencyError(f"stream {unit.stream_id} is at version {version}, expected {unit.expected_version}")
     if problems := [problem for event in unit.events if (problem := unsound(event))]:
         return AppendRejected(f"stream {unit.stream_id}: {'; '.join(problems)}")
-    if not (hold := held_by(unit)):
-        return None
-    if available.get(unit.stream_id, 0) < hold:
+    hold = held_by(unit)
+    if hold and available.get(unit.stream_id, 0) < hold:
         return InsufficientCredit(f"stream {unit.stream_id} cannot cover a hold of {hold}")
+    if holds is not None and (untenable := _untenable(unit, holds, now_us)):
+        return untenable
+    if not hold:
+        return None
     by_key = held_by_key(unit)
     for key_id, amount in by_key.items():
         if key_id in room and room[key_id] < amount:
@@ -186,10 +230,14 @@ def unsound(event: Event) -> str | None:
     token count below zero, or a credit, hold or release that moves no money. The last line of
     defence, after the gateway's own checks, against money minted by a bad number."""
     if isinstance(event, RequestCompleted):
-        if min(_request_amounts(event)) >= 0:  # read in one C call: this runs for every charge
+        if min(_request_amounts(event)) >= 0 and not event.draws:  # one C call: this runs for every charge
             return None
+        if min(_request_amounts(event)) >= 0:
+            return None if all(d.amount_inr_nano > 0 for d in event.draws) else "a draw must be positive"
         negative = [name for name in REQUEST_AMOUNTS if getattr(event, name) < 0]
         return f"request {event.request_id} has negative {', '.join(negative)}"
+    if isinstance(event, HoldReleased) and event.expired:  # an expiry ends a hold whole, even an empty one
+        return None if event.amount_inr_nano >= 0 else f"an expiry of {event.amount_inr_nano} nano-INR"
     if isinstance(event, CreditsAdded | CreditsHeld | HoldReleased) and event.amount_inr_nano <= 0:
         return f"{event_type(event)} of {event.amount_inr_nano} nano-INR: the amount must be positive"
     return None
@@ -197,13 +245,15 @@ def unsound(event: Event) -> str | None:
 
 def plan(units: Sequence[Append], heads: dict[str, tuple[int, bytes]], last_position: int,
          now_us: int | None = None, available: dict[str, int] | None = None,
-         room: dict[str, int] | None = None) -> list[Outcome]:
+         room: dict[str, int] | None = None, holds: Holds | None = None) -> list[Outcome]:
     """Assign versions, positions and hashes to `units`, given each stream's head.
 
     Must run while the caller holds the database's write lock, so `heads`, `available` (each
     holding stream's credits - spent - held), `room` (each holding key's budget - spent in its
-    period at `now_us` - held; a key with no budget is absent) and `last_position` cannot move
-    underneath it. `heads`, `available` and `room` are updated in place.
+    period at `now_us` - held; a key with no budget is absent), `holds` (what each hold a unit
+    takes from still holds, and when it lapses: ledger.recorder.holds_taken) and `last_position`
+    cannot move underneath it (None: no unit takes from a hold). `heads`, `available`, `room` and
+    `holds` are updated in place.
     """
     now_us = now_us if now_us is not None else wall_clock_us()
     available = {} if available is None else available
@@ -211,7 +261,7 @@ def plan(units: Sequence[Append], heads: dict[str, tuple[int, bytes]], last_posi
     outcomes: list[Outcome] = []
     for unit in units:
         version, prev = heads.get(unit.stream_id, (0, GENESIS_HASH))
-        if (refused := _refusal(unit, version, available, room)) is not None:
+        if (refused := _refusal(unit, version, available, room, holds, now_us)) is not None:
             outcomes.append(refused)
             continue
         recorded = []

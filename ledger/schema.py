@@ -31,7 +31,7 @@ TABLES: dict[str, tuple[str, ...]] = {
                     "completion_tokens INTEGER NOT NULL", "cost_usd_nano INTEGER NOT NULL",
                     "cost_inr_nano INTEGER NOT NULL", "charged_inr_nano INTEGER NOT NULL",
                     "usd_to_inr TEXT NOT NULL", "latency_ms INTEGER NOT NULL", "error TEXT NOT NULL",
-                    "content_id TEXT NOT NULL"),
+                    "content_id TEXT NOT NULL", "anomaly TEXT NOT NULL DEFAULT ''"),
     "music_tracks": ("request_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "position INTEGER NOT NULL",
                      "created_at_us INTEGER NOT NULL", "model TEXT NOT NULL", "provider TEXT NOT NULL",
                      "storage TEXT NOT NULL", "error INTEGER NOT NULL", "object_key TEXT NOT NULL",
@@ -50,6 +50,9 @@ TABLES: dict[str, tuple[str, ...]] = {
     "key_budgets": ("key_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "budget_inr_nano INTEGER",
                     "budget_period TEXT NOT NULL", "models TEXT NOT NULL", "expires_at_us INTEGER",
                     "set_at_us INTEGER NOT NULL"),
+    # Each hold still held, and when it lapses (ledger.events.CreditsHeld, ledger.leases).
+    "holds": ("hold_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "key_id TEXT NOT NULL",
+              "amount_inr_nano INTEGER NOT NULL", "lapses_at_us INTEGER NOT NULL"),
     # What each key was charged per UTC day: a budget's spend in its period is a sum of these.
     "key_spend_daily": ("org_id TEXT NOT NULL", "key_id TEXT NOT NULL", "day INTEGER NOT NULL",
                         "charged_inr_nano INTEGER NOT NULL", "PRIMARY KEY (org_id, key_id, day)"),
@@ -70,6 +73,7 @@ LOG_FILTERS = ("route", "model", "status")
 INDEXES: dict[str, tuple[str, str, str]] = {
     "request_log_by_org": ("request_log", "org_id, position", ""),
     "music_tracks_by_org": ("music_tracks", "org_id, position", ""),
+    "holds_by_lapse": ("holds", "lapses_at_us", ""),
     **{f"request_log_by_{column}": ("request_log", f"org_id, {column}, position", "") for column in LOG_FILTERS},
     # Only what is still due sits in these partial indexes, so a sweep pass costs time in
     # proportion to what it has to do, not to the size of history.

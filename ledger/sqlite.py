@@ -335,8 +335,14 @@ async def _upgrade(db: aiosqlite.Connection) -> None:
         await db.execute("ALTER TABLE idempotency_keys ADD COLUMN running_until_us INTEGER NOT NULL DEFAULT 0")
     if not await _has_column(db, "api_keys", "held_inr_nano"):  # v7; older holds name no key
         await db.execute("ALTER TABLE api_keys ADD COLUMN held_inr_nano INTEGER NOT NULL DEFAULT 0")
-    for statement in projections.BACKFILL_V5 + projections.BACKFILL_V7:
+    if not await _has_column(db, "request_log", "anomaly"):  # v8
+        await db.execute("ALTER TABLE request_log ADD COLUMN anomaly TEXT NOT NULL DEFAULT ''")
+    for statement in projections.BACKFILL_V5 + projections.BACKFILL_V7 + projections.backfill_v8(_json_field):
         await db.execute(statement)
+
+
+def _json_field(name: str) -> str:
+    return f"json_extract(CAST(data AS TEXT), '$.{name}')"
 
 
 async def _has_column(db: aiosqlite.Connection, table: str, column: str) -> bool:

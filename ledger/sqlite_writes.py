@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from ledger import periods, projections
 from ledger.queries import LAST_POSITION
-from ledger.recorder import Append, Outcome, accepted, held_by, holding_keys, plan
+from ledger.recorder import Append, Holds, Outcome, accepted, held_by, holding_keys, holds_taken, plan
 
 
 def append(db: sqlite3.Connection, units: Sequence[Append], now_us: int) -> list[Outcome]:
@@ -24,7 +24,8 @@ def append(db: sqlite3.Connection, units: Sequence[Append], now_us: int) -> list
     try:
         heads = _heads(db, {u.stream_id for u in units})
         [(last,)] = db.execute(LAST_POSITION).fetchall()
-        outcomes = plan(units, heads, last, now_us, _available(db, units), _room(db, units, now_us))
+        outcomes = plan(units, heads, last, now_us, _available(db, units), _room(db, units, now_us),
+                        _holds(db, units))
         for sql, rows in projections.writes(list(accepted(units, outcomes))):
             db.executemany(sql, rows)
         db.execute("COMMIT")
@@ -54,6 +55,15 @@ def _available(db: sqlite3.Connection, units: Sequence[Append]) -> dict[str, int
                       f" ({','.join('?' * len(orgs))})", tuple(orgs))
     return dict(rows.fetchall())
 
+
+
+def _holds(db: sqlite3.Connection, units: Sequence[Append]) -> Holds | None:
+    """What each hold some unit takes from still holds, and when it lapses (None: none is taken)."""
+    if not (taken := holds_taken(units)):
+        return None
+    rows = db.execute(f"SELECT hold_id, amount_inr_nano, lapses_at_us FROM holds WHERE hold_id IN"
+                      f" ({','.join('?' * len(taken))})", tuple(taken))
+    return {hold_id: (amount, lapses) for hold_id, amount, lapses in rows}
 
 
 def _room(db: sqlite3.Connection, units: Sequence[Append], now_us: int) -> dict[str, int]:

@@ -4,8 +4,10 @@ leave exactly the tables that appending its units one at a time leaves.
 Round trips are counted on the wire, by a proxy between the recorder and the server (pg_wire).
 """
 
+import msgspec
+
 from ledger import projections
-from ledger.events import CreditsHeld, HoldReleased
+from ledger.events import CreditsHeld, Draw, HoldReleased
 from ledger.postgres import PostgresRecorder
 from ledger.recorder import Append
 from ledger_helpers import (
@@ -51,11 +53,23 @@ async def test_an_append_costs_the_same_few_round_trips_for_one_unit_or_hundreds
             one = await round_trips_of(recorder, counter, request_units(1, "one"))
             many = await round_trips_of(recorder, counter, request_units(500, "many"))
             holding = await round_trips_of(recorder, counter, request_units(500, "holding", holding=True))
+            await append_ok(recorder, *[Append(name, [CreditsHeld(hold_id=f"slice-{name}", request_id="",
+                                                                  amount_inr_nano=10**12)]) for name in ORGS])
+            await append_ok(recorder, *drawing_units(300, "warm-draw"))
+            drawing = await round_trips_of(recorder, counter, drawing_units(500, "drawing"))
         finally:
             await recorder.close()
-    # BEGIN with the lock, the reads under it, the writes, COMMIT; holds add one write (the
-    # orgs table is changed by two kinds of statement, which cannot share one)
-    assert (one, many, holding) == (4, 4, 5)
+    # BEGIN with the lock, the reads under it, the writes, COMMIT; a hold and its release per
+    # request add two writes (the orgs and holds tables are each changed by more than one kind of
+    # statement, which cannot share one); a charge drawn from a slice held ahead adds none
+    assert (one, many, holding, drawing) == (4, 4, 6, 4)
+
+
+def drawing_units(count: int, tag: str) -> list[Append]:
+    """`count` requests across the orgs, each drawing its charge from its org's slice."""
+    return [Append(ORGS[n % len(ORGS)], [msgspec.structs.replace(
+        request(f"req-{tag}-{n}", charged=1000 + n, key_id=f"k-{ORGS[n % len(ORGS)]}"),
+        draws=(Draw(hold_id=f"slice-{ORGS[n % len(ORGS)]}", amount_inr_nano=1000 + n),))]) for n in range(count)]
 
 
 def mixed_units() -> list[Append]:
