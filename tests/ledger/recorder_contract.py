@@ -24,6 +24,7 @@ from ledger.recorder import (
 from ledger.writer import GroupCommitWriter
 from budgets_contract import BudgetsContract
 from claims_contract import ClaimsContract
+from leases_contract import LeasesContract
 from queries_contract import QueriesContract
 from ledger_helpers import (
     HELLO_POSITION, POPULATED, append_ok, content, credits, expired, hold, key, music, org, populate,
@@ -41,7 +42,7 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-class RecorderContract(BudgetsContract, ClaimsContract, QueriesContract, abc.ABC):
+class RecorderContract(BudgetsContract, ClaimsContract, LeasesContract, QueriesContract, abc.ABC):
     """Shared tests; a subclass provides the backend through the abstract hooks below."""
 
     # -- what a backend's subclass provides -------------------------------------------------
