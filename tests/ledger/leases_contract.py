@@ -84,7 +84,8 @@ class LeasesContract:
 
     async def test_an_upgrade_fills_the_holds_still_held(self, tmp_path, recorder):
         await append_ok(recorder, unit("acme", org(), key("k1"), credits(1000)))
-        await append_ok(recorder, unit("acme", CreditsHeld(hold_id="old1", request_id="r", amount_inr_nano=30, key_id="k1"),
+        await append_ok(recorder, unit("acme", CreditsHeld(hold_id="old1", request_id="r", amount_inr_nano=30,
+                                                           key_id="k1"),
                                        CreditsHeld(hold_id="old2", request_id="r", amount_inr_nano=20)))
         await append_ok(recorder, unit("acme", HoldReleased(hold_id="old2", amount_inr_nano=20)))
         expected = await recorder._fetch(HOLDS)
