@@ -1,12 +1,15 @@
 """The application factory: one cleanup context per resource, typed keys (gateway.state), thin
 handlers (gateway.handlers, which holds the route table)."""
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import aiohttp
 from aiohttp import web
 
 from gateway import providers, realtime, redis_client
+from gateway.billing.escrow import Escrow
+from gateway.billing.leases import HoldLeases
 from gateway.billing.releases import Releases
 from gateway.body_budget import BodyBudget
 from gateway.catalogue import Catalogue
@@ -118,6 +121,13 @@ async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         idempotency=IdempotencyKeys(ledger.recorder, config.music.upstream_timeout_s),
         provider_keys=ProviderKeys(ledger.recorder, Sealer(config.secrets.master_key), ledger.directory),
         limiter=RateLimiter(app[REDIS], config.redis), metrics=app[METRICS],
-        redactor=Redactor.for_providers(config.providers), router=app[ROUTER], releases=Releases(ledger.writer))
+        redactor=Redactor.for_providers(config.providers), router=app[ROUTER], releases=Releases(ledger.writer),
+        leases=(leases := HoldLeases(ledger.writer, ledger.recorder, config.billing.hold_lease_s)),
+        escrow=(escrow := Escrow(config.billing, ledger.writer, ledger.recorder, ledger.directory, leases,
+                                 app[METRICS])))
+    maintaining = asyncio.create_task(escrow.maintain(), name="holds")
     yield
-    await app[SERVICES].releases.close()  # cleaned up before the ledger's context closes the writer
+    maintaining.cancel()
+    await asyncio.gather(maintaining, return_exceptions=True)
+    await escrow.close()  # these are cleaned up before the ledger's context closes the writer
+    await app[SERVICES].releases.close()

@@ -85,6 +85,17 @@ class BillingConfig(Section, frozen=True):
     # Every paid request reserves its worst case before its upstream call (gateway.billing.
     # reservations). False: only a key with a budget reserves; the org balance is checked, not held.
     reserve: bool = True
+    # A hold lapses this long after it was taken or renewed; a live process renews its holds every
+    # third of it, and any process (or the sweeper) releases a lapsed one (ledger.leases).
+    hold_lease_s: Annotated[float, msgspec.Meta(ge=1)] = 60.0
+    # Escrow (gateway.billing.escrow): each process reserves a slice of an org's available balance
+    # (and of a budgeted key's room) ahead, sized to cover `escrow_horizon_s` of its recent spend,
+    # never above `escrow_share_percent` of what is available, and admits requests against it in
+    # memory. A slice idle for `escrow_idle_s` is returned. False: every request holds on its own.
+    escrow: bool = True
+    escrow_horizon_s: Annotated[float, msgspec.Meta(gt=0)] = 5.0
+    escrow_share_percent: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
+    escrow_idle_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0
 
     def __post_init__(self) -> None:
         if not self.usd_to_inr.is_finite() or self.usd_to_inr <= 0:

@@ -52,6 +52,12 @@ class Metrics:
                                registry=r)
         self.commit = Histogram("gateway_ledger_commit_seconds", "Time a group commit took",
                                 buckets=SECONDS, registry=r)
+        self.escrow = Counter("gateway_escrow_slices", "Escrow slices by what happened to them: taken,"
+                              " refilled, returned, expired (lost to a lapsed lease), fallback (a request that"
+                              " did not fit its slice held on its own)", ("event",), registry=r)
+        self.anomalies = Counter("gateway_charge_anomalies", "Requests whose true cost exceeded what they"
+                                 " held (a provider reporting more than it was allowed, or a lapsed hold)",
+                                 ("model", "provider"), registry=r)
         self.backlog = Gauge("gateway_ledger_backlog", "Appends waiting to commit", registry=r,
                              multiprocess_mode="livesum")
 
@@ -74,6 +80,12 @@ class Metrics:
         self._tokens((model, provider, "prompt")).inc(max(prompt, 0))
         self._tokens((model, provider, "completion")).inc(max(completion, 0))
         self._cost((model, provider)).inc(max(inr, 0.0))
+
+    def observe_escrow(self, event: str) -> None:
+        self.escrow.labels(event).inc()
+
+    def observe_anomaly(self, model: str, provider: str) -> None:
+        self.anomalies.labels(model, provider).inc()
 
     def observe_attempt(self, provider: str, outcome: str) -> None:
         self._attempts((provider, outcome)).inc()

@@ -5,6 +5,8 @@ import time
 import msgspec
 from redis.asyncio import Redis
 
+from gateway.billing.escrow import Escrow, Reservation
+from gateway.billing.leases import HoldLeases
 from gateway.billing.releases import Releases
 from gateway.catalogue import Catalogue
 from gateway.config import Config
@@ -43,6 +45,8 @@ class Services(msgspec.Struct, frozen=True, kw_only=True):
     redactor: Redactor  # the configured provider keys
     router: Router  # the order a model's providers are tried in, and their circuits
     releases: Releases  # holds of requests that ended without their record, released in the background
+    leases: HoldLeases  # this process's holds, renewed while they last
+    escrow: Escrow  # slices of credit held ahead, requests admitted against them in memory
 
     def limits_for(self, key_id: str) -> Limits:
         """The key's own rate limits, else the configured defaults."""
@@ -63,6 +67,8 @@ class Caller(msgspec.Struct, frozen=True):
     attempts: list[Attempt] = msgspec.field(default_factory=list)
     # The credit it holds (gateway.billing.reservations), released by the unit recording it
     holds: list[CreditsHeld] = msgspec.field(default_factory=list)
+    # Its worst case admitted against this process's escrow slices, drawn from by its record
+    reserved: list[Reservation] = msgspec.field(default_factory=list)
 
     @property
     def org_id(self) -> str:

@@ -8,7 +8,7 @@ recorder's business, which converts it for its database.
 
 from typing import NamedTuple
 
-from ledger import periods
+from ledger import periods, projections
 from ledger.recorder import Recorder
 from ledger.schema import HOSTED
 
@@ -191,6 +191,14 @@ KEY_SPEND = (
     " WHEN b.budget_period = 'day' THEN ? WHEN b.budget_period = 'month' THEN ? ELSE 0 END), 0),"
     " k.held_inr_nano FROM api_keys k"
     " LEFT JOIN key_budgets b ON b.key_id = k.key_id AND b.org_id = k.org_id WHERE k.org_id = ?")
+
+
+async def key_room(recorder: Recorder, key_id: str, at_us: int) -> int | None:
+    """What a key with a budget may still reserve in the period holding `at_us` (None: no budget);
+    what the append checks under its lock (ledger.projections.ROOM), read here without it."""
+    sql = projections.ROOM.format(day="?", month="?", keys="= ?")
+    rows = await recorder._fetch(sql, (periods.first_day("day", at_us), periods.first_day("month", at_us), key_id))
+    return int(rows[0][1]) if rows else None
 
 
 async def key_spend(recorder: Recorder, org_id: str, at_us: int) -> list[KeySpend]:

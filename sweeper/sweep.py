@@ -12,7 +12,7 @@ from datetime import datetime
 
 import msgspec
 
-from ledger import queries
+from ledger import leases, queries
 from ledger.events import MediaExpired
 from ledger.recorder import Append, AppendRejected, Recorder
 from storage.deletion import MAX_KEYS_PER_DELETE, DeleteResult
@@ -34,6 +34,7 @@ class PassReport(msgspec.Struct, kw_only=True):
     already_marked: int = 0  # deleted, but another sweeper marked them first
     text_due: int = 0
     text_removed: int = 0
+    holds_expired: int = 0  # holds whose lease lapsed (their process gone), released by this pass
     failures: dict[str, str] = {}  # a sample of failed keys and why
     would_delete: list[str] = []  # with dry_run: the object keys a real pass would delete
     duration_ms: int = 0
@@ -64,6 +65,8 @@ class Sweeper:
         self._failed_before = set(failed)
         report.failed, report.failures = len(failed), dict(list(failed.items())[:10])
         await self._text(as_of, dry_run, report)
+        if not dry_run:  # by the ledger's clock, not as_of: a lease is about now
+            report.holds_expired = await leases.expire(self._recorder)
         report.duration_ms = int((time.monotonic() - started) * 1000)
         return report
 

@@ -16,7 +16,7 @@ from gateway.jsonio import encode
 from gateway.services import Caller, Services
 from ledger.events import Event, RequestCompleted
 from ledger.money import from_nano
-from ledger.recorder import Append, Content
+from ledger.recorder import Append, Content, HoldNotHeld, LedgerUnavailable
 
 log = structlog.get_logger("gateway.billing.charging")
 
@@ -94,15 +94,8 @@ async def admit(services: Services, caller: Caller, provider_id: str) -> str:
 
 
 def held(caller: Caller) -> int:
-    """What the request holds now (nano-INR; gateway.billing.reservations)."""
-    return sum(hold.amount_inr_nano for hold in caller.holds)
-
-
-def charged_within_holds(caller: Caller, outcome: Outcome) -> int:
-    """What the balance pays: the outcome's charge, never more than the request held when it held
-    (its worst case, estimated before the call: the gateway bears an estimate that fell short,
-    so a balance or a key budget never goes below zero)."""
-    return min(outcome.charged_inr_nano, held(caller)) if caller.holds else outcome.charged_inr_nano
+    """What the request holds now, on its own and in escrow (nano-INR; gateway.billing.reservations)."""
+    return sum(hold.amount_inr_nano for hold in caller.holds) + sum(r.amount_inr_nano for r in caller.reserved)
 
 
 def request_event(caller: Caller, outcome: Outcome, content: Content | None = None) -> RequestCompleted:
@@ -113,7 +106,7 @@ def request_event(caller: Caller, outcome: Outcome, content: Content | None = No
         stream=outcome.stream, prompt_tokens=outcome.usage.prompt_tokens,
         completion_tokens=outcome.usage.completion_tokens,
         cost_usd_nano=outcome.cost.usd_total_nano, cost_inr_nano=outcome.cost.inr_nano,
-        charged_inr_nano=charged_within_holds(caller, outcome),
+        charged_inr_nano=outcome.charged_inr_nano,
         usd_to_inr=str(outcome.cost.rate), latency_ms=caller.elapsed_ms(), error=outcome.error,
         content_id=content.content_id if content else "", content_hash=content.sha256 if content else "",
         attempts=tuple(caller.attempts))
@@ -131,14 +124,57 @@ def retained(services: Services, caller: Caller, suffix: str, text: object) -> C
 
 async def commit(services: Services, caller: Caller, events: list[Event],
                  contents: Sequence[Content | None] = ()) -> None:
-    """Append one request's events and text as one unit, with the end of what it holds; durable on
-    return."""
-    unit = Append(caller.org_id, [*(hold.released() for hold in caller.holds), *events],
-                  contents=[c for c in contents if c is not None])
-    await appended(services, unit, caller.holds.clear)
-    for event in events:
+    """Append one request's events and text as one unit, with the end of what it holds (its charge
+    drawn from its escrow slices, its own holds released); durable on return. A hold that lapsed
+    meanwhile (this process away longer than a lease) was expired: the request is charged all the
+    same, without it, and the anomaly noted."""
+    kept = [c for c in contents if c is not None]
+    settled = [settle(services, caller, e) if isinstance(e, RequestCompleted) else e for e in events]
+    unit = Append(caller.org_id, [*(hold.released() for hold in caller.holds), *settled], contents=kept)
+    try:
+        await appended(services, unit, lambda: ended(services, caller, settled))
+    except HoldNotHeld:
+        services.escrow.lose(caller.reserved)
+        settled = [_lapsed(e) if isinstance(e, RequestCompleted) else e for e in settled]
+        await appended(services, Append(caller.org_id, settled, contents=kept), lambda: ended(services, caller, []))
+    except LedgerUnavailable:
+        if any(isinstance(e, RequestCompleted) and e.draws for e in settled):
+            services.escrow.lose(caller.reserved)  # drawn or not, we cannot know: the slice lapses
+        raise
+    for event in settled:
         if isinstance(event, RequestCompleted):
             await _after_commit(services, caller, event)
+
+
+def settle(services: Services, caller: Caller, event: RequestCompleted) -> RequestCompleted:
+    """The record with its charge drawn from the request's escrow slices, and the anomaly named
+    when its true cost exceeded what it held (it is charged that cost all the same)."""
+    draws = services.escrow.draws(caller.reserved, event.charged_inr_nano)
+    holding = held(caller)
+    if not (caller.holds or caller.reserved) or event.charged_inr_nano <= holding:
+        return msgspec.structs.replace(event, draws=draws) if draws else event
+    anomaly = (f"charged its true cost of {from_nano(event.charged_inr_nano)} INR, more than the"
+               f" {from_nano(holding)} INR held for its worst case")
+    services.metrics.observe_anomaly(event.model, event.provider)
+    log.warning("charge_above_hold", request_id=event.request_id, model=event.model, provider=event.provider,
+                charged_inr_nano=event.charged_inr_nano, held_inr_nano=holding)
+    return msgspec.structs.replace(event, draws=draws, anomaly=anomaly)
+
+
+def _lapsed(event: RequestCompleted) -> RequestCompleted:
+    why = "its hold lapsed before it was recorded (its process was away longer than a lease)"
+    return msgspec.structs.replace(event, draws=(), anomaly=f"{event.anomaly}; {why}" if event.anomaly else why)
+
+
+def ended(services: Services, caller: Caller, recorded: Sequence[Event]) -> None:
+    """The request's holds ended with its record: its slices hold what it drew less, its own holds
+    no longer need renewing."""
+    draws = tuple(d for e in recorded if isinstance(e, RequestCompleted) for d in e.draws)
+    services.escrow.settle(caller.reserved, draws)
+    caller.reserved.clear()
+    for hold in caller.holds:
+        services.leases.untrack(hold.hold_id)
+    caller.holds.clear()
 
 
 async def _after_commit(services: Services, caller: Caller, event: RequestCompleted) -> None:

@@ -8,7 +8,8 @@ not there, and a short outage leaves nothing held.
 
 The release is recorded with the request itself (uncharged), so it happens at most once: a
 record whose commit timed out may still have committed, releasing the holds with it, and the
-ledger then refuses the second record of that request id, and its release with it.
+ledger then refuses the second record of that request id, and its release with it. A hold that
+lapsed meanwhile was expired by whoever saw it (ledger.leases): the record goes in without it.
 """
 
 import asyncio
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 import structlog
 
 from ledger.events import CreditsHeld, HoldReleased, RequestCompleted
-from ledger.recorder import Append, AppendRejected, LedgerUnavailable
+from ledger.recorder import Append, AppendRejected, HoldNotHeld, LedgerUnavailable
 from ledger.writer import GroupCommitWriter
 
 log = structlog.get_logger("gateway.billing.releases")
@@ -59,6 +60,8 @@ class Releases:
             except AppendRejected:  # the request was recorded, its holds released with it
                 log.info("holds_released_with_the_request", org_id=unit.stream_id, request_id=request_id)
                 return
+            except HoldNotHeld:  # one lapsed while the ledger was away, and was expired: the record alone
+                unit = Append(unit.stream_id, [e for e in unit.events if not isinstance(e, HoldReleased)])
             except LedgerUnavailable as exc:
                 if time.monotonic() >= give_up:
                     _not_released(unit, request_id, exc)

@@ -51,6 +51,8 @@ async def top_up(services: Services, caller: Caller, amount_inr_nano: int, also:
     short = amount_inr_nano - held(caller)
     if not holds(services, caller):
         require_credit(services, caller)
+    elif short > 0 and (reservation := services.escrow.admit(caller.org_id, slice_key(services, caller), short)):
+        caller.reserved.append(reservation)
     elif short > 0:
         await _hold(services, caller, short, also)
         return
@@ -58,14 +60,26 @@ async def top_up(services: Services, caller: Caller, amount_inr_nano: int, also:
         await services.writer.append(Append(caller.org_id, list(also)))
 
 
+def slice_key(services: Services, caller: Caller) -> str:
+    """Whose escrow slice a request is admitted against: its key's, when the key has a budget
+    (the slice holds the budget's room too), else its org's ("")."""
+    key_id = caller.principal.key_id
+    return key_id if services.directory.spend_limits(key_id).budget_inr_nano is not None else ""
+
+
 async def _hold(services: Services, caller: Caller, amount: int, also: Sequence[Event]) -> None:
     account = services.directory.account(caller.org_id)
     if account is None or account.available_inr_nano < amount:  # the local view spares a doomed write
         raise org_short()
     hold = CreditsHeld(hold_id=new_id("hold"), request_id=caller.request_id, amount_inr_nano=amount,
-                       key_id=caller.principal.key_id)
+                       key_id=caller.principal.key_id, lease_us=services.leases.lease_us)
+
+    def held_and_leased() -> None:
+        caller.holds.append(hold)
+        services.leases.track(caller.org_id, hold.hold_id)
+
     try:
-        await appended(services, Append(caller.org_id, [*also, hold]), lambda: caller.holds.append(hold))
+        await appended(services, Append(caller.org_id, [*also, hold]), held_and_leased)
     except InsufficientCredit:
         raise org_short() from None
     except BudgetExceeded as exc:
@@ -74,8 +88,11 @@ async def _hold(services: Services, caller: Caller, amount: int, also: Sequence[
 
 
 async def shrink(services: Services, caller: Caller, keep_inr_nano: int) -> None:
-    """Release what the request holds beyond `keep_inr_nano` (a realtime session, after a response)."""
+    """Release what the request holds beyond `keep_inr_nano` (a realtime session, after a
+    response): from its escrow reservations first (in memory), then its own holds."""
     excess = held(caller) - keep_inr_nano
+    while excess > 0 and caller.reserved:
+        excess -= _shrink_reserved(services, caller, excess)
     if excess <= 0 or not caller.holds:
         return
     last = caller.holds[-1]
@@ -84,6 +101,7 @@ async def shrink(services: Services, caller: Caller, keep_inr_nano: int) -> None
     def shrunk() -> None:
         if part == last.amount_inr_nano:
             caller.holds.pop()
+            services.leases.untrack(last.hold_id)
         else:
             caller.holds[-1] = msgspec.structs.replace(last, amount_inr_nano=last.amount_inr_nano - part)
 
@@ -91,12 +109,27 @@ async def shrink(services: Services, caller: Caller, keep_inr_nano: int) -> None
     await shrink(services, caller, keep_inr_nano)
 
 
+def _shrink_reserved(services: Services, caller: Caller, excess: int) -> int:
+    """Give back up to `excess` of the last escrow reservation; how much."""
+    last = caller.reserved.pop()
+    part = min(excess, last.amount_inr_nano)
+    services.escrow.give_back([msgspec.structs.replace(last, amount_inr_nano=part)])
+    if part < last.amount_inr_nano:
+        caller.reserved.append(msgspec.structs.replace(last, amount_inr_nano=last.amount_inr_nano - part))
+    return part
+
+
 def release_all(services: Services, caller: Caller, route: str, ended_by: BaseException | None) -> None:
-    """Hand what a request still holds as it ends without its record (its client gone before a
-    whole answer, a bug, the ledger away) to the background releases (gateway.billing.releases),
-    with the record it lacks: uncharged, its status what ended it (`ended_by`)."""
+    """Give what a request reserved in escrow back to its slices, and hand what it holds on its
+    own as it ends without its record (its client gone before a whole answer, a bug, the ledger
+    away) to the background releases (gateway.billing.releases), with the record it lacks:
+    uncharged, its status what ended it (`ended_by`)."""
+    services.escrow.give_back(caller.reserved)
+    caller.reserved.clear()
     if not caller.holds:
         return
+    for hold in caller.holds:
+        services.leases.untrack(hold.hold_id)
     facts = caller.facts
     ended = Outcome(route=route, model=facts.model or "", provider=facts.provider or "", status=ended_status(ended_by),
                     error="the request ended before it was recorded; nothing was charged")
