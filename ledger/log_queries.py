@@ -33,6 +33,7 @@ class LogRow(NamedTuple):
     latency_ms: int
     error: str
     content_id: str
+    anomaly: str  # why it cost more than it held, if it did (RequestCompleted.anomaly)
 
 
 class TrackRow(NamedTuple):

@@ -38,12 +38,15 @@ class HostileDirectives(msgspec.Struct, frozen=True, forbid_unknown_fields=True)
     bad_chunk: (stream) one chunk that is not JSON after the content.
     no_end: (stream) end the stream cleanly without its end marker: no `[DONE]`
         (OpenAI), no message_stop (Anthropic), no finishReason (Gemini).
+    overrun: generate (and bill) the tokens asked for past the client's output limit, as a
+        provider that does not honour max_tokens would.
     """
 
     usage: UsageFault | None = None
     malformed: bool = False
     bad_chunk: bool = False
     no_end: bool = False
+    overrun: bool = False
 
 
 NO_FAULTS = HostileDirectives()

@@ -28,7 +28,7 @@ class Plan(msgspec.Struct, frozen=True):
 def make_plan(settings: Settings, directives: Directives, limit: int | None) -> Plan:
     """Merge `directives` over `settings` and cap generation at `limit` (None = no cap)."""
     wanted = settings.completion_tokens if directives.tokens is None else directives.tokens
-    tokens = wanted if limit is None else min(wanted, limit)
+    tokens = wanted if limit is None or directives.overrun else min(wanted, limit)
     latency_ms = settings.latency_ms if directives.latency_ms is None else directives.latency_ms
     tps = settings.tokens_per_second if directives.tps is None else directives.tps
     return Plan(

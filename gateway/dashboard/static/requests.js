@@ -190,6 +190,7 @@ function fields(entry) {
     ["Latency ms", entry.latency_ms],
     ["Error", entry.error ?? "none"],
   ];
+  if (entry.anomaly) pairs.push(["Anomaly", entry.anomaly]);
   if ((entry.attempts ?? []).length > 0) pairs.push(["Attempts", attemptList(entry.attempts)]);
   for (const [name, value] of Object.entries(usage)) {
     if (!["prompt_tokens", "completion_tokens", "total_tokens"].includes(name)) {
