@@ -26,14 +26,17 @@ class Setup:
     backend: str  # "sqlite" | "postgres"
     workers: int
     reserve: bool = True  # [billing] reserve: every paid request holds its worst case first
+    escrow: bool = True  # [billing] escrow: ... against this process's slice held ahead, in memory
 
 
-# The `-noreserve` twins show what holding a worst case before each request costs: one more
-# durable write per request, through the same group commit.
+# The `-noreserve` twins show what holding a worst case before each request costs, and the
+# `-ownholds` twins what it costs without escrow: one more durable write per request.
 CONFIGS = {"sqlite1": Setup("SQLite, one process", "sqlite", 1),
+           "sqlite1-ownholds": Setup("SQLite, one process, `escrow = false`", "sqlite", 1, escrow=False),
            "sqlite1-noreserve": Setup("SQLite, one process, `reserve = false`", "sqlite", 1, reserve=False),
            "sqlite2": Setup("SQLite, `--workers 2`", "sqlite", 2),
            "pg2": Setup("PostgreSQL, `--workers 2`", "postgres", 2),
+           "pg2-ownholds": Setup("PostgreSQL, `--workers 2`, `escrow = false`", "postgres", 2, escrow=False),
            "pg2-noreserve": Setup("PostgreSQL, `--workers 2`, `reserve = false`", "postgres", 2, reserve=False)}
 
 
@@ -69,9 +72,10 @@ def bare_proxy(tmp: Path, upstream_url: str) -> Iterator[Target]:
         yield Target(url, UPSTREAM_KEY, process.pid)
 
 
-def gateway_toml(ledger_url: str, upstream_url: str, workers: int, reserve: bool = True) -> str:
+def gateway_toml(ledger_url: str, upstream_url: str, workers: int, reserve: bool = True, escrow: bool = True) -> str:
     return (f'[server]\nhost = "127.0.0.1"\nport = 0\nworkers = {workers}\n\n'
-            f'[ledger]\nurl = "{ledger_url}"\n\n[billing]\nreserve = {str(reserve).lower()}\n\n'
+            f'[ledger]\nurl = "{ledger_url}"\n\n[billing]\nreserve = {str(reserve).lower()}\n'
+            f'escrow = {str(escrow).lower()}\n\n'
             f'[providers.openai]\nbase_url = "{upstream_url}/v1"\napi_key = "{UPSTREAM_KEY}"\n')
 
 
@@ -100,7 +104,7 @@ def prepared(name: str, upstream_url: str, tmp: Path) -> Iterator[Prepared]:
     setup = CONFIGS[name]
     with ledger_url(setup, tmp, name) as url:
         config = tmp / f"{name}.toml"
-        config.write_text(gateway_toml(url, upstream_url, setup.workers, setup.reserve))
+        config.write_text(gateway_toml(url, upstream_url, setup.workers, setup.reserve, setup.escrow))
         yield Prepared(url, config, create_org(config))
 
 

@@ -122,7 +122,7 @@ async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         provider_keys=ProviderKeys(ledger.recorder, Sealer(config.secrets.master_key), ledger.directory),
         limiter=RateLimiter(app[REDIS], config.redis), metrics=app[METRICS],
         redactor=Redactor.for_providers(config.providers), router=app[ROUTER], releases=Releases(ledger.writer),
-        leases=(leases := HoldLeases(ledger.writer, ledger.recorder, config.billing.hold_lease_s)),
+        leases=(leases := HoldLeases(ledger.writer, ledger.recorder, config.billing.hold_lease_s, app[METRICS])),
         escrow=(escrow := Escrow(config.billing, ledger.writer, ledger.recorder, ledger.directory, leases,
                                  app[METRICS])))
     maintaining = asyncio.create_task(escrow.maintain(), name="holds")

@@ -55,6 +55,8 @@ class Metrics:
         self.escrow = Counter("gateway_escrow_slices", "Escrow slices by what happened to them: taken,"
                               " refilled, returned, expired (lost to a lapsed lease), fallback (a request that"
                               " did not fit its slice held on its own)", ("event",), registry=r)
+        self.expired = Counter("gateway_holds_expired", "Holds whose lease lapsed (their process gone or"
+                               " stalled) released by this process", registry=r)
         self.anomalies = Counter("gateway_charge_anomalies", "Requests whose true cost exceeded what they"
                                  " held (a provider reporting more than it was allowed, or a lapsed hold)",
                                  ("model", "provider"), registry=r)
@@ -83,6 +85,9 @@ class Metrics:
 
     def observe_escrow(self, event: str) -> None:
         self.escrow.labels(event).inc()
+
+    def observe_expired(self, count: int) -> None:
+        self.expired.inc(count)
 
     def observe_anomaly(self, model: str, provider: str) -> None:
         self.anomalies.labels(model, provider).inc()

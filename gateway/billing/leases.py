@@ -12,6 +12,7 @@ import asyncio
 
 import structlog
 
+from gateway.metrics import Metrics
 from ledger import leases
 from ledger.events import HoldsRenewed
 from ledger.recorder import Append, LedgerError, Recorder
@@ -23,8 +24,8 @@ log = structlog.get_logger("gateway.billing.leases")
 class HoldLeases:
     """The holds this process holds, by org, renewed while they last."""
 
-    def __init__(self, writer: GroupCommitWriter, recorder: Recorder, lease_s: float) -> None:
-        self._writer, self._recorder = writer, recorder
+    def __init__(self, writer: GroupCommitWriter, recorder: Recorder, lease_s: float, metrics: Metrics) -> None:
+        self._writer, self._recorder, self._metrics = writer, recorder, metrics
         self.lease_us = int(lease_s * 1_000_000)
         self._held: dict[str, str] = {}  # hold id -> org id
 
@@ -52,6 +53,6 @@ class HoldLeases:
     async def expire(self) -> None:
         """Release every lapsed hold, whoever held it."""
         try:
-            await leases.expire(self._recorder)
+            self._metrics.observe_expired(await leases.expire(self._recorder))
         except LedgerError as exc:
             log.warning("holds_not_expired", error=str(exc)[:200])

@@ -77,6 +77,9 @@ async def test_a_killed_process_holds_come_back_within_a_lease_and_the_key_works
         print(f"held credit back {took:.1f} s after SIGKILL (lease {LEASE_S} s)")
         assert back == 0 and took < LEASE_S + 8
         assert await post(session, survivor_url, key["api_key"], chat_body("alive again")) == 200
+        metrics = await (await session.get(f"{survivor_url}/metrics")).text()
+        expired = [line for line in metrics.splitlines() if line.startswith("gateway_holds_expired_total")]
+        assert expired and float(expired[0].split()[-1]) >= 2  # the dead one's slices and holds
         assert await survivor.stop(signal.SIGTERM) == 0
     balance = await cli(leased_config, "balance", org["org_id"])
     assert balance["balance_inr"] > 0
