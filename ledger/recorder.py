@@ -15,7 +15,7 @@ from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequen
 
 import msgspec
 
-from ledger.events import CreditsAdded, CreditsHeld, Event, HoldReleased, RequestCompleted, encode_event, \
+from ledger.events import LEGACY_LEASE_US, CreditsAdded, CreditsHeld, Event, HoldReleased, RequestCompleted, encode_event, \
     event_type
 
 # The amounts and counts of a RequestCompleted that can never be below zero.
@@ -183,7 +183,8 @@ def _untenable(unit: Append, holds: Holds, now_us: int) -> HoldNotHeld | None:
     for event in unit.events:
         if isinstance(event, CreditsHeld):
             amount, lapses = left.get(event.hold_id) or holds.get(event.hold_id, (0, 0))
-            left[event.hold_id] = (amount + event.amount_inr_nano, max(lapses, now_us + event.lease_us))
+            left[event.hold_id] = (amount + event.amount_inr_nano,
+                                  max(lapses, now_us + (event.lease_us or LEGACY_LEASE_US)))
         for hold_id, amount, expired in taken_from(event):
             have, lapses = left.get(hold_id) or holds.get(hold_id, (0, 0))
             if amount > have or (expired and (lapses > now_us or amount != have)):

@@ -19,7 +19,6 @@ hold (gateway.billing.reservations).
 import asyncio
 import random
 import time
-from decimal import Decimal
 
 import msgspec
 import structlog
@@ -37,7 +36,8 @@ from ledger.writer import GroupCommitWriter
 log = structlog.get_logger("gateway.billing.escrow")
 
 FEWEST = 4  # a slice is taken only when it admits at least this many requests of the size asked
-REFILL_BELOW = Decimal("0.5")  # refill when the free part falls under this share of the target
+RETRY_S = 1.0  # how long a declined refill waits before the next try
+REFILL_BELOW = 2  # refill when the free part falls under 1/REFILL_BELOW of the target
 
 
 class Slice:
@@ -49,6 +49,7 @@ class Slice:
         self.hold_id = new_id("slice")
         self.held = self.reserved = 0
         self.live = True  # False once lost (its hold lapsed, or a commit's outcome is unknown)
+        self.refill_after = 0.0  # a refill declined (too small, refused) is not tried again before this
         self.used_at = time.monotonic()
         self.demand = Demand()
 
@@ -70,8 +71,8 @@ class Demand:
     def __init__(self) -> None:
         self.second, self.this_second, self.per_second = int(time.monotonic()), 0, 0
 
-    def add(self, amount: int) -> None:
-        now = int(time.monotonic())
+    def add(self, amount: int, at: float) -> None:
+        now = int(at)
         if now != self.second:  # a new second: fold the last one in (halving per second idle)
             self.per_second = (self.per_second + self.this_second) >> min(now - self.second, 62)
             self.second, self.this_second = now, 0
@@ -85,6 +86,7 @@ class Escrow:
                  leases: HoldLeases, metrics: Metrics) -> None:
         self._config, self._writer, self._recorder, self._directory = config, writer, recorder, directory
         self._leases, self._metrics = leases, metrics
+        self._horizon_ms = int(config.escrow_horizon_s * 1000)
         self._slices: dict[tuple[str, str], Slice] = {}
         self._refills: dict[tuple[str, str], asyncio.Task] = {}
 
@@ -97,12 +99,12 @@ class Escrow:
         piece = self._slices.get(slot)
         if piece is None:
             piece = self._slices[slot] = Slice(org_id, key_id)
-        piece.demand.add(amount)
         piece.used_at = time.monotonic()
+        piece.demand.add(amount, piece.used_at)
         admitted = piece.live and piece.free >= amount
         if admitted:
             piece.reserved += amount
-        if piece.free < self._target(piece, amount) * REFILL_BELOW:
+        if piece.free * REFILL_BELOW < self._target(piece, amount):
             self._refill(slot, piece, amount)
         if not admitted:
             self._metrics.observe_escrow("fallback")
@@ -147,8 +149,7 @@ class Escrow:
             del self._slices[(piece.org_id, piece.key_id)]
 
     def _target(self, piece: Slice, amount: int) -> int:
-        horizon = Decimal(str(self._config.escrow_horizon_s))
-        return max(int(piece.demand.per_second * horizon), FEWEST * 2 * amount)
+        return max(piece.demand.per_second * self._horizon_ms // 1000, FEWEST * 2 * amount)
 
     async def _cap(self, piece: Slice) -> int:
         """The most one slice may take: its share of what the org has available and, for a key's
@@ -161,7 +162,7 @@ class Escrow:
         return max(available, 0) * self._config.escrow_share_percent // 100
 
     def _refill(self, slot: tuple[str, str], piece: Slice, amount: int) -> None:
-        if slot in self._refills or not piece.live:
+        if slot in self._refills or not piece.live or piece.used_at < piece.refill_after:
             return
         task = asyncio.create_task(self._top_up(piece, amount), name=f"escrow-{piece.hold_id}")
         self._refills[slot] = task
@@ -171,10 +172,12 @@ class Escrow:
         """Hold more for the slice: up to its target, within the share of what is available."""
         try:
             want = min(self._target(piece, amount) - piece.free, await self._cap(piece))
-            if want < FEWEST * amount:
-                return  # too small to be worth a slice: requests hold on their own, exactly
+            if want < FEWEST * amount:  # too small to be worth a slice: requests hold on their own, exactly
+                piece.refill_after = time.monotonic() + RETRY_S
+                return
             await self._hold(piece, want)
         except (InsufficientCredit, BudgetExceeded, LedgerError) as exc:  # others took it first
+            piece.refill_after = time.monotonic() + RETRY_S
             log.info("escrow_refill_refused", org_id=piece.org_id, key_id=piece.key_id, error=str(exc)[:200])
 
     async def _hold(self, piece: Slice, amount: int) -> None:
@@ -194,7 +197,8 @@ class Escrow:
     async def return_idle(self, idle_s: float | None = None) -> None:
         """Return the slices no request used for `idle_s` (all of them: None and 0 at shutdown)."""
         cutoff = time.monotonic() - (self._config.escrow_idle_s if idle_s is None else idle_s)
-        idle = [s for s in self._slices.values() if s.reserved == 0 and s.used_at <= cutoff]
+        idle = [s for slot, s in self._slices.items()
+                if s.reserved == 0 and s.used_at <= cutoff and slot not in self._refills]
         for piece in idle:
             await self._return(piece)
 
