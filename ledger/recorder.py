@@ -15,8 +15,9 @@ from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequen
 
 import msgspec
 
-from ledger.events import LEGACY_LEASE_US, CreditsAdded, CreditsHeld, Event, HoldReleased, RequestCompleted, encode_event, \
-    event_type
+from ledger.events import (
+    LEGACY_LEASE_US, CreditsAdded, CreditsHeld, Event, HoldReleased, RequestCompleted, encode_event, event_type,
+)
 
 # The amounts and counts of a RequestCompleted that can never be below zero.
 REQUEST_AMOUNTS = ("cost_usd_nano", "cost_inr_nano", "charged_inr_nano", "prompt_tokens", "completion_tokens")
