@@ -58,17 +58,21 @@ ROOM = (
     " WHEN 'day' THEN {day} WHEN 'month' THEN {month} ELSE 0 END), 0)"
     " FROM key_budgets b JOIN api_keys k ON k.key_id = b.key_id AND k.org_id = b.org_id"
     " WHERE b.budget_inr_nano IS NOT NULL AND b.key_id {keys}")
-# Each hold still (partly) held: what remains of it and when it lapses (ledger.leases). A second
-# hold of one id adds to it; a release or a draw takes from it; a release leaving nothing (or an
-# expiry) removes the row, in a later phase, so a batch's order within a hold never matters.
+# Each hold still held: what remains of it and when it lapses (ledger.leases). A second hold of one
+# id adds to it; a release or a draw takes from it; a release leaving nothing (an expiry always)
+# removes the row, in a later phase. A draw never leaves nothing (ledger.recorder.plan refuses it),
+# so a row holds nothing only after a release, and removing it at the end of a batch is the same
+# as removing it at once. Its lapse is set by the latest hold or renewal (lapse_position: that
+# event's position), and a renewal older than the row's latest hold is passed over, so a replay
+# that applies a batch's holds before its renewals comes out the same, whatever the batches.
 PUT_HOLD = (
-    "INSERT INTO holds (hold_id, org_id, key_id, amount_inr_nano, lapses_at_us) VALUES (?, ?, ?, ?, ?)"
-    " ON CONFLICT (hold_id) DO UPDATE SET amount_inr_nano = holds.amount_inr_nano + excluded.amount_inr_nano,"
-    " lapses_at_us = CASE WHEN excluded.lapses_at_us > holds.lapses_at_us THEN excluded.lapses_at_us"
-    " ELSE holds.lapses_at_us END")
+    "INSERT INTO holds (hold_id, org_id, key_id, amount_inr_nano, lapses_at_us, lapse_position)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (hold_id) DO UPDATE SET"
+    " amount_inr_nano = holds.amount_inr_nano + excluded.amount_inr_nano,"
+    " lapses_at_us = excluded.lapses_at_us, lapse_position = excluded.lapse_position")
 TAKE_HOLD = "UPDATE holds SET amount_inr_nano = amount_inr_nano - ? WHERE hold_id = ?"
 DROP_EMPTY_HOLD = "DELETE FROM holds WHERE hold_id = ? AND amount_inr_nano <= 0"
-RENEW_HOLD = "UPDATE holds SET lapses_at_us = ? WHERE hold_id = ? AND lapses_at_us < ?"
+RENEW_HOLD = "UPDATE holds SET lapses_at_us = ?, lapse_position = ? WHERE hold_id = ? AND lapse_position < ?"
 ADD_KEY_HELD = "UPDATE api_keys SET held_inr_nano = held_inr_nano + ? WHERE key_id = ? AND org_id = ?"
 ADD_KEY_SPEND = (
     "INSERT INTO key_spend_daily (org_id, key_id, day, charged_inr_nano) VALUES (?, ?, ?, ?)"
@@ -95,11 +99,12 @@ BACKFILL_V7 = (
 _HOLD_DELTA = "CASE type WHEN 'credits_held' THEN 1 ELSE -1 END * CAST({amount} AS BIGINT)"
 BACKFILL_V8 = (
     "DELETE FROM holds",
-    ("INSERT INTO holds (hold_id, org_id, key_id, amount_inr_nano, lapses_at_us)"
-     " SELECT {hold_id}, stream_id, MAX(COALESCE({key_id}, '')), SUM(" + _HOLD_DELTA + "),"
-     f" MAX(CASE type WHEN 'credits_held' THEN recorded_at_us + {LEGACY_LEASE_US} END)"
+    ("INSERT INTO holds (hold_id, org_id, key_id, amount_inr_nano, lapses_at_us, lapse_position)"
+     f" SELECT g.hold_id, g.stream_id, g.key_id, g.amount, e.recorded_at_us + {LEGACY_LEASE_US}, g.last FROM"
+     " (SELECT {hold_id} AS hold_id, stream_id, MAX(COALESCE({key_id}, '')) AS key_id,"
+     " SUM(" + _HOLD_DELTA + ") AS amount, MAX(CASE type WHEN 'credits_held' THEN position END) AS last"
      " FROM events WHERE type IN ('credits_held', 'hold_released') GROUP BY {hold_id}, stream_id"
-     " HAVING SUM(" + _HOLD_DELTA + ") > 0"),
+     " HAVING SUM(" + _HOLD_DELTA + ") > 0) AS g JOIN events e ON e.position = g.last"),
 )
 
 
@@ -193,7 +198,7 @@ INSERT_REQUEST = (
 
 def statements(recorded: Recorded) -> list[Statement]:
     """The projection statements for one recorded event."""
-    org, at = recorded.stream_id, recorded.recorded_at_us
+    org, at, position = recorded.stream_id, recorded.recorded_at_us, recorded.position
     match recorded.event:
         case OrgCreated(name=name, retention=retention):
             return [Statement(CREATE, INSERT_ORG, (org, name, retention, at))]
@@ -210,13 +215,13 @@ def statements(recorded: Recorded) -> list[Statement]:
             return _request_statements(recorded, e)
         case CreditsHeld() as e:
             lapses = at + (e.lease_us or LEGACY_LEASE_US)
-            return [Statement(CREATE, PUT_HOLD, (e.hold_id, org, e.key_id, e.amount_inr_nano, lapses)),
+            return [Statement(CREATE, PUT_HOLD, (e.hold_id, org, e.key_id, e.amount_inr_nano, lapses, position)),
                     *_held(org, e.key_id, e.amount_inr_nano)]
         case HoldReleased() as e:
             return [Statement(UPDATE, TAKE_HOLD, (e.amount_inr_nano, e.hold_id)),
                     Statement(MARK, DROP_EMPTY_HOLD, (e.hold_id,)), *_held(org, e.key_id, -e.amount_inr_nano)]
         case HoldsRenewed(hold_ids=hold_ids, lease_us=lease_us):
-            return [Statement(UPDATE, RENEW_HOLD, (at + lease_us, hold_id, at + lease_us)) for hold_id in hold_ids]
+            return [Statement(UPDATE, RENEW_HOLD, (at + lease_us, position, hold_id, position)) for hold_id in hold_ids]
         case KeySpendLimitsSet() as e:
             return [Statement(UPDATE, SET_KEY_BUDGET, (
                 e.key_id, org, e.budget_inr_nano, e.budget_period, ",".join(e.models), e.expires_at_us, at,
@@ -339,9 +344,13 @@ def _latest(rows: list[tuple], key: slice) -> tuple:
 
 
 def _summed_hold(rows: list[tuple], key: slice) -> tuple:
-    """PUT_HOLD's rows for one hold: the amounts added up, the latest lapse."""
-    first = rows[0]
-    return (*first[:3], sum(row[3] for row in rows), max(row[4] for row in rows))
+    """PUT_HOLD's rows for one hold: the amounts added up, the latest hold's lapse."""
+    latest = max(rows, key=lambda row: row[5])
+    return (*latest[:3], sum(row[3] for row in rows), *latest[4:])
+
+
+def _latest_renewal(rows: list[tuple], key: slice) -> tuple:
+    return max(rows, key=lambda row: row[1])  # RENEW_HOLD's second parameter is its position
 
 
 def _once(rows: list[tuple], key: slice) -> tuple:
@@ -354,7 +363,8 @@ def _once(rows: list[tuple], key: slice) -> tuple:
 # can also be applied as one set (see ledger.pg_writes).
 FOLDED: dict[str, tuple[slice, Callable[[list[tuple], slice], tuple]]] = {
     ADD_SPEND: (slice(3, 4), _sum), PUT_HOLD: (slice(0, 1), _summed_hold), TAKE_HOLD: (slice(1, 2), _sum),
-    DROP_EMPTY_HOLD: (slice(0, 1), _once), ADD_HELD: (slice(1, 2), _sum), ADD_CREDITS: (slice(1, 2), _sum),
+    DROP_EMPTY_HOLD: (slice(0, 1), _once), RENEW_HOLD: (slice(2, 3), _latest_renewal),
+    ADD_HELD: (slice(1, 2), _sum), ADD_CREDITS: (slice(1, 2), _sum),
     ADD_DAILY_USAGE: (slice(0, 5), _sum), TOUCH_KEY: (slice(1, 3), _latest),
     ADD_KEY_HELD: (slice(1, 3), _sum), ADD_KEY_SPEND: (slice(0, 3), _sum),
 }

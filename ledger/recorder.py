@@ -160,12 +160,12 @@ def held_by_key(unit: Append) -> dict[str, int]:
     return held
 
 
-def taken_from(event: Event) -> list[tuple[str, int, bool]]:
-    """(hold id, amount, expired) of each part of a hold that `event` ends."""
+def taken_from(event: Event) -> list[tuple[str, int, str]]:
+    """(hold id, amount, how: "release", "expiry" or "draw") of each part of a hold `event` ends."""
     if isinstance(event, HoldReleased):
-        return [(event.hold_id, event.amount_inr_nano, event.expired)]
+        return [(event.hold_id, event.amount_inr_nano, "expiry" if event.expired else "release")]
     if isinstance(event, RequestCompleted) and event.draws:
-        return [(draw.hold_id, draw.amount_inr_nano, False) for draw in event.draws]
+        return [(draw.hold_id, draw.amount_inr_nano, "draw") for draw in event.draws]
     return []
 
 
@@ -179,18 +179,20 @@ Holds = dict[str, tuple[int, int]]  # hold id -> (what it still holds, when it l
 
 def _untenable(unit: Append, holds: Holds, now_us: int) -> HoldNotHeld | None:
     """Why `unit` takes from a hold what it does not hold (None: it does not, and `holds` is
-    updated): a hold ends at most once, and expires only when lapsed, whole."""
+    updated): a hold ends at most once, expires only when lapsed and whole, and a draw leaves some
+    of it (only a release ends a hold, so the projection drops a row exactly when it is ended)."""
     left: Holds = {}
     for event in unit.events:
         if isinstance(event, CreditsHeld):
-            amount, lapses = left.get(event.hold_id) or holds.get(event.hold_id, (0, 0))
-            left[event.hold_id] = (amount + event.amount_inr_nano,
-                                  max(lapses, now_us + (event.lease_us or LEGACY_LEASE_US)))
-        for hold_id, amount, expired in taken_from(event):
+            amount, _ = left.get(event.hold_id) or holds.get(event.hold_id, (0, 0))
+            left[event.hold_id] = (amount + event.amount_inr_nano, now_us + (event.lease_us or LEGACY_LEASE_US))
+        for hold_id, amount, how in taken_from(event):
             have, lapses = left.get(hold_id) or holds.get(hold_id, (0, 0))
-            if amount > have or (expired and (lapses > now_us or amount != have)):
-                return HoldNotHeld(f"stream {unit.stream_id}: hold {hold_id} holds {have} nano-INR, not"
-                                   f" {amount}{' (its lease has not lapsed)' if expired else ''}")
+            if amount > have or (how == "draw" and amount == have) or (
+                    how == "expiry" and (lapses > now_us or amount != have)):
+                return HoldNotHeld(f"stream {unit.stream_id}: hold {hold_id} holds {have} nano-INR; a {how} of"
+                                   f" {amount} {'must leave some' if how == 'draw' else 'is refused'}"
+                                   f"{' (its lease has not lapsed)' if how == 'expiry' and lapses > now_us else ''}")
             left[hold_id] = (have - amount, lapses)
     holds.update(left)
     return None
@@ -235,11 +237,12 @@ def unsound(event: Event) -> str | None:
         if min(_request_amounts(event)) >= 0 and not event.draws:  # one C call: this runs for every charge
             return None
         if min(_request_amounts(event)) >= 0:
-            return None if all(d.amount_inr_nano > 0 for d in event.draws) else "a draw must be positive"
+            if not all(d.amount_inr_nano > 0 for d in event.draws):
+                return f"request {event.request_id} has a draw that is not positive"
+            return None if event.drawn_inr_nano <= event.charged_inr_nano else \
+                f"request {event.request_id} draws more than it is charged"
         negative = [name for name in REQUEST_AMOUNTS if getattr(event, name) < 0]
         return f"request {event.request_id} has negative {', '.join(negative)}"
-    if isinstance(event, HoldReleased) and event.expired:  # an expiry ends a hold whole, even an empty one
-        return None if event.amount_inr_nano >= 0 else f"an expiry of {event.amount_inr_nano} nano-INR"
     if isinstance(event, CreditsAdded | CreditsHeld | HoldReleased) and event.amount_inr_nano <= 0:
         return f"{event_type(event)} of {event.amount_inr_nano} nano-INR: the amount must be positive"
     return None

@@ -52,7 +52,8 @@ TABLES: dict[str, tuple[str, ...]] = {
                     "set_at_us INTEGER NOT NULL"),
     # Each hold still held, and when it lapses (ledger.events.CreditsHeld, ledger.leases).
     "holds": ("hold_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "key_id TEXT NOT NULL",
-              "amount_inr_nano INTEGER NOT NULL", "lapses_at_us INTEGER NOT NULL"),
+              "amount_inr_nano INTEGER NOT NULL", "lapses_at_us INTEGER NOT NULL",
+              "lapse_position INTEGER NOT NULL"),
     # What each key was charged per UTC day: a budget's spend in its period is a sum of these.
     "key_spend_daily": ("org_id TEXT NOT NULL", "key_id TEXT NOT NULL", "day INTEGER NOT NULL",
                         "charged_inr_nano INTEGER NOT NULL", "PRIMARY KEY (org_id, key_id, day)"),

@@ -55,7 +55,9 @@ class Slice:
 
     @property
     def free(self) -> int:
-        return self.held - self.reserved
+        """What it may still admit: all it holds but one nano-INR, the keel that keeps a draw from
+        ever ending it (only a release ends a hold: ledger.recorder.plan)."""
+        return self.held - self.reserved - 1
 
 
 class Reservation(msgspec.Struct, frozen=True):
