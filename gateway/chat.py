@@ -39,6 +39,13 @@ def with_token_limit(request: ChatRequest) -> Callable[[list[Served[ChatProvider
     return usable
 
 
+def ceiling(services: Services, body: dict) -> Callable[[Resolved], int]:
+    """The worst case of a chat `body` on each provider it is tried on: the body as its prompt,
+    and the output the body lets that provider write as its adapter sends it (limits translated,
+    `n` forwarded or not)."""
+    return ceilings.sent(services, body, lambda model: services.providers.chat[model.provider_id].chat_allowance(body))
+
+
 def prompt_text(request: ChatRequest) -> list[dict]:
     """The conversation as retained in the content store."""
     return [{"role": m.role, "content": m.content} for m in request.messages]
@@ -54,7 +61,7 @@ async def complete(services: Services, caller: Caller, body: dict, request: Chat
     answered = await failover.routed(
         services, caller, body, request.model, CHAT,
         lambda served, key: served.provider.chat(chat_call(caller, body, served, key)),
-        path=ROUTE, ceiling=ceilings.for_body(services, body), usable=with_token_limit(request))
+        path=ROUTE, ceiling=ceiling(services, body), usable=with_token_limit(request))
     reply = answered.answer
     answer = [c.get("message", {}).get("content") for c in reply.body.get("choices") or ()]
     cost = await bill(services, caller, ROUTE, answered.served.model, reply.usage,
@@ -69,7 +76,7 @@ async def open_stream(services: Services, caller: Caller, body: dict, request: C
     answered = await failover.routed(
         services, caller, body, request.model, CHAT,
         lambda served, key: served.provider.open_chat_stream(chat_call(caller, body, served, key)),
-        path=ROUTE, ceiling=ceilings.for_body(services, body), stream=True, usable=with_token_limit(request))
+        path=ROUTE, ceiling=ceiling(services, body), stream=True, usable=with_token_limit(request))
     return StreamRelay(services, caller, request, answered.served.model, answered.answer, prompt_text(request),
                        byok=answered.byok)
 

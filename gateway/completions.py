@@ -3,6 +3,7 @@
 RequestCompleted per request on the usage the provider reports, failures recorded and not
 charged, a stream billed by BilledRelay's rule (499 for a client that leaves)."""
 
+from collections.abc import Callable
 from typing import Annotated
 
 import msgspec
@@ -10,8 +11,10 @@ import msgspec
 from gateway.billing import ceilings
 from gateway.billing.charging import bill
 from gateway.billing.pricing import usage_body
+from gateway.catalogue import Resolved
 from gateway.chat import StreamRelay, chat_call
 from gateway.chat_request import Penalty, PositiveInt, StreamOptions, Unit
+from gateway.providers import openai
 from gateway.resolution import COMPLETION
 from gateway.routing import failover
 from gateway.services import Caller, Services
@@ -41,6 +44,17 @@ class CompletionRequest(msgspec.Struct):
     user: str | None = None
 
 
+def ceiling(services: Services, body: dict) -> Callable[[Resolved], int]:
+    """The worst case of a completions `body` on each provider it is tried on: each of its prompts
+    bounded on its own (with what else the body sends, a suffix say, counted in each), and the
+    output the body allows: max_tokens in each of the candidates (`best_of`) of each prompt."""
+    prompts = openai.inputs(body.get("prompt"))
+    shared = ceilings.size({name: value for name, value in body.items() if name != "prompt"})
+    return lambda model: ceilings.worst(
+        services, model, ceilings.inputs_bound(model, prompts, shared),
+        services.providers.completion[model.provider_id].completion_allowance(body))
+
+
 def prompt_text(request: CompletionRequest) -> list[dict]:
     """The prompt as retained in the content store (and as a leaving client's estimate reads it)."""
     return [{"role": "user", "content": request.prompt}]
@@ -56,7 +70,7 @@ async def complete(services: Services, caller: Caller, body: dict, request: Comp
     answered = await failover.routed(
         services, caller, body, request.model, COMPLETION,
         lambda served, key: served.provider.complete(chat_call(caller, body, served, key)), path=ROUTE,
-        ceiling=ceilings.for_body(services, body))
+        ceiling=ceiling(services, body))
     reply = answered.answer
     cost = await bill(services, caller, ROUTE, answered.served.model, reply.usage,
                       {"request": prompt_text(request), "response": choice_texts(reply.body)}, byok=answered.byok)
@@ -71,7 +85,7 @@ async def open_stream(services: Services, caller: Caller, body: dict, request: C
     answered = await failover.routed(
         services, caller, body, request.model, COMPLETION,
         lambda served, key: served.provider.open_completion_stream(chat_call(caller, body, served, key)),
-        path=ROUTE, ceiling=ceilings.for_body(services, body), stream=True)
+        path=ROUTE, ceiling=ceiling(services, body), stream=True)
     return CompletionRelay(services, caller, request, answered.served.model, answered.answer, prompt_text(request),
                            byok=answered.byok)
 

@@ -4,6 +4,7 @@ Upstream is always asked for floats; the gateway itself produces the base64 form
 float32) when the client asks for it, so both forms of a vector agree exactly.
 """
 
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 import msgspec
@@ -15,6 +16,7 @@ from gateway.billing.pricing import Cost, Usage, cost_fields
 from gateway.catalogue import Resolved
 from gateway.errors import bad_request
 from gateway.providers.base import EmbeddingCall
+from gateway.providers.openai import inputs
 from gateway.resolution import EMBEDDING
 from gateway.routing import failover
 from gateway.services import Caller, Services
@@ -38,18 +40,19 @@ class EmbeddingRequest(msgspec.Struct):
 def inputs_of(value: Input) -> list[str | list[int]]:
     """The separate inputs: one text, a list of texts, one token array, or a list of them.
     400 naming `input` when it is empty, holds an empty item, or mixes the forms."""
-    if isinstance(value, str):
-        items: list = [value]
-    elif value and all(isinstance(item, int) for item in value):
-        items = [value]  # one pre-tokenized input
-    else:
-        items = list(value)
+    items = inputs(value)
     if not items or any(isinstance(item, int) or len(item) == 0 for item in items):
         raise bad_request("input must be a non-empty string, a list of non-empty strings, or token"
                           " arrays", "input")
     if len(items) > MAX_INPUTS:
         raise bad_request(f"input holds {len(items)} items; at most {MAX_INPUTS}", "input")
     return items
+
+
+def ceiling(services: Services, items: list[str | list[int]]) -> Callable[[Resolved], int]:
+    """The worst case of embedding `items` on each provider: every item may fill a context of
+    its own (`ceilings.inputs_bound`); no output."""
+    return lambda model: ceilings.tokens(services, model, ceilings.inputs_bound(model, items), 0)
 
 
 def check_dimensions(model: Resolved, dimensions: int | None) -> None:
@@ -73,14 +76,14 @@ def embeddings_body(request_id: str, model: str, vectors: list[list[float]], enc
 
 async def create(services: Services, caller: Caller, body: dict, request: EmbeddingRequest) -> dict:
     """One embeddings request from the first provider that answers, billed on the prompt tokens it reports."""
-    inputs_of(request.input)
+    items = inputs_of(request.input)
     route = await failover.plan(services, body, request.model, EMBEDDING)
     check_dimensions(route.candidates[0].model, request.dimensions)
     answered = await failover.answer(
         services, caller, route, lambda served, key: served.provider.embed(EmbeddingCall(
             caller.request_id, served.model.upstream_model, body, key)),
         path=ROUTE, model=request.model,
-        ceiling=lambda model: ceilings.tokens(services, model, ceilings.prompt_bound(model, request.input), 0))
+        ceiling=ceiling(services, items))
     model, reply = answered.served.model, answered.answer
     usage = Usage(reply.prompt_tokens)
     cost = await bill(services, caller, ROUTE, model, usage, {"request": request.input}, byok=answered.byok)

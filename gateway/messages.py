@@ -7,7 +7,8 @@ recording are those of chat: one RequestCompleted per request, failures not char
 that leaves mid-stream billed for what it was sent.
 """
 
-from collections.abc import AsyncIterator
+import functools
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import msgspec
@@ -24,8 +25,8 @@ from gateway.jsonio import encode
 from gateway.messages_request import MessagesRequest
 from gateway.providers.anthropic_wire import MessageEvent
 from gateway.sse import event_frame
-from gateway.providers.base import ChatCall, ChatStream
-from gateway.providers.capabilities import ChatProvider, MessageEvents
+from gateway.providers.base import Allowance, ChatCall, ChatStream
+from gateway.providers.capabilities import ChatProvider, MessageEvents, MessagesProvider
 from gateway.relay import BilledRelay
 from gateway.resolution import CHAT, Served
 from gateway.routing import failover
@@ -41,12 +42,42 @@ def conversation(request: MessagesRequest) -> list[dict]:
     return system + [{"role": m.role, "content": m.content} for m in request.messages]
 
 
+class Sent:
+    """What a request sends each provider: its body as it is to one that speaks the Messages API,
+    its chat translation (made once, when first needed) to the others; and so its worst case."""
+
+    def __init__(self, services: Services, body: dict) -> None:
+        self.services, self.body = services, body
+
+    @functools.cached_property
+    def chat(self) -> dict:
+        return wire.chat_body(self.body)
+
+    def native(self, model: Resolved) -> MessagesProvider | None:
+        return self.services.providers.messages.get(model.provider_id)
+
+    def to(self, model: Resolved) -> dict:
+        """The body `model`'s adapter is handed."""
+        return self.body if self.native(model) is not None else self.chat
+
+    def allowance(self, model: Resolved) -> Allowance:
+        """The output the body, as sent to `model`'s provider, lets it write."""
+        native, body = self.native(model), self.to(model)
+        if native is not None:
+            return native.messages_allowance(body)
+        return self.services.providers.chat[model.provider_id].chat_allowance(body)
+
+    def ceiling(self) -> Callable[[Resolved], int]:
+        return ceilings.sent(self.services, self.body, self.allowance)
+
+
 async def create(services: Services, caller: Caller, body: dict, request: MessagesRequest) -> dict:
     """A non-streamed message from the first provider that answers, billed before it is returned."""
+    sent = Sent(services, body)
     answered = await failover.routed(
         services, caller, body, request.model, CHAT,
-        lambda served, key: _ask(services, served, chat_call(caller, body, served, key)), path=ROUTE,
-        ceiling=ceilings.for_body(services, body))
+        lambda served, key: _ask(sent, served, chat_call(caller, body, served, key)), path=ROUTE,
+        ceiling=sent.ceiling())
     message, usage = answered.answer
     cost = await bill(services, caller, ROUTE, answered.served.model, usage,
                       {"request": conversation(request), "response": [wire.message_text(message)]},
@@ -54,31 +85,32 @@ async def create(services: Services, caller: Caller, body: dict, request: Messag
     return {**message, "usage": {**(message.get("usage") or {}), **cost_body(cost)}}
 
 
-async def _ask(services: Services, served: Served[ChatProvider], call: ChatCall) -> tuple[dict, Usage]:
-    native = services.providers.messages.get(served.model.provider_id)
+async def _ask(sent: Sent, served: Served[ChatProvider], call: ChatCall) -> tuple[dict, Usage]:
+    native = sent.native(served.model)
     if native is not None:
         reply = await native.messages(call)
         return reply.body, reply.usage
-    reply = await served.provider.chat(msgspec.structs.replace(call, body=wire.chat_body(call.body)))
+    reply = await served.provider.chat(msgspec.structs.replace(call, body=sent.to(served.model)))
     return wire.message(reply.body, reply.usage), reply.usage
 
 
 async def open_stream(services: Services, caller: Caller, body: dict, request: MessagesRequest) -> "MessagesRelay":
     """Start a streamed message with the first provider that accepts it; errors before then are
     ordinary error responses."""
+    sent = Sent(services, body)
     answered = await failover.routed(
         services, caller, body, request.model, CHAT,
-        lambda served, key: _open(services, served, chat_call(caller, body, served, key), request.model),
-        path=ROUTE, ceiling=ceilings.for_body(services, body), stream=True)
+        lambda served, key: _open(sent, served, chat_call(caller, body, served, key), request.model),
+        path=ROUTE, ceiling=sent.ceiling(), stream=True)
     return MessagesRelay(services, caller, request, answered.served.model, answered.answer, conversation(request),
                          byok=answered.byok)
 
 
-async def _open(services: Services, served: Served[ChatProvider], call: ChatCall, model: str) -> MessageEvents:
-    native = services.providers.messages.get(served.model.provider_id)
+async def _open(sent: Sent, served: Served[ChatProvider], call: ChatCall, model: str) -> MessageEvents:
+    native = sent.native(served.model)
     if native is not None:
         return await native.open_messages_stream(call)
-    chat = await served.provider.open_chat_stream(msgspec.structs.replace(call, body=wire.chat_body(call.body)))
+    chat = await served.provider.open_chat_stream(msgspec.structs.replace(call, body=sent.to(served.model)))
     return TranslatedStream(chat, model)
 
 

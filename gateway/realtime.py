@@ -11,9 +11,12 @@ its responses; also when the client vanishes mid-response (usage the provider ne
 of a response cut short, is not estimated). When either side closes, the other is closed too.
 
 Paid sessions hold credit per response (gateway.billing.reservations): what the responses so far
-cost plus the worst case of one more, held when the session opens, topped up before each
-`response.create` the client sends (one that does not fit is answered with an `error` event
-and not relayed) and brought back to that sum from each `response.done`.
+cost plus the worst case of every response asked for and not yet done (`session_ceiling`; at
+least one, the next, which server VAD may start unasked). Held for one when the session opens,
+topped up before each `response.create` the client sends to cover it and every one still pending
+(one that does not fit is answered with an `error` event and not relayed), and brought back to
+what the pending ones need from each `response.done`. A response.create the provider refuses
+stays counted until a response.done (VAD's too) takes it off: held more, never less.
 """
 
 import asyncio
@@ -26,7 +29,7 @@ import structlog
 from aiohttp import WSCloseCode, WSMsgType, web
 
 from gateway.billing import ceilings, reservations
-from gateway.billing.charging import bill, price
+from gateway.billing.charging import bill
 from gateway.billing.pricing import Usage
 from gateway.catalogue import Resolved
 from gateway.errors import ApiError, UpstreamError, bad_request
@@ -67,9 +70,8 @@ class _ServerEvent(msgspec.Struct):
 _EVENT = msgspec.json.Decoder(_ServerEvent)
 
 
-def reported_usage(text: str) -> Usage | None:
-    """The usage a `response.done` event reports; None for any other event. UpstreamError 502
-    when the report is not sound (negative, fractional, textual, huge or inconsistent counts)."""
+def response_done(text: str) -> _ServerEvent | None:
+    """A `response.done` event; None for any other event (or one that is not JSON)."""
     if DONE_MARKER not in text:  # most events are deltas: skip them without decoding
         return None
     try:
@@ -77,9 +79,18 @@ def reported_usage(text: str) -> Usage | None:
     except msgspec.DecodeError as exc:  # ValidationError included; relayed all the same
         log.warning("realtime_event_unreadable", error=str(exc))
         return None
-    if event.type != "response.done" or event.response is None or event.response.usage is None:
-        return None
-    return input_output_usage(event.response.usage)
+    return event if event.type == "response.done" else None
+
+
+def usage_of(done: _ServerEvent) -> Usage | None:
+    """The usage a `response.done` reports, if any. UpstreamError 502 when the report is not
+    sound (negative, fractional, textual, huge or inconsistent counts)."""
+    return None if done.response is None or done.response.usage is None else input_output_usage(done.response.usage)
+
+
+def reported_usage(text: str) -> Usage | None:
+    """The usage a `response.done` event reports; None for any other event (`usage_of`)."""
+    return None if (done := response_done(text)) is None else usage_of(done)
 
 
 def added(total: Usage, more: Usage) -> Usage:
@@ -141,15 +152,30 @@ async def open_session(services: Services, caller: Caller, model_id: str, *, bet
         services, caller, route, lambda served, key: served.provider.open_realtime(
             served.model.upstream_model, key, MAX_MESSAGE_BYTES, beta=beta),
         path=ROUTE, model=model_id, stream=True,
-        ceiling=lambda model: response_ceiling(services, model, 0, Usage()))
+        ceiling=lambda model: session_ceiling(services, model, 0, Usage(), 1))
     return RealtimeSession(services, caller, answered.served.model, answered.answer, answered.api_key)
 
 
-def response_ceiling(services: Services, model: Resolved, client_bytes: int, usage: Usage) -> int:
-    """The worst case of one more response: its input is at most what the client sent and the
-    responses so far produced (a token is at least a byte), its output the model's limit."""
-    prompt = min(client_bytes + usage.completion_tokens, model.record.context_length or client_bytes)
-    return ceilings.tokens(services, model, prompt, ceilings.output_limit(model))
+def session_ceiling(services: Services, model: Resolved, client_bytes: int, usage: Usage, responses: int) -> int:
+    """What a session may cost: the `usage` of its responses so far, and `responses` more at worst.
+    Each writes the model's output limit; its input is at most what the client sent and every
+    response before it wrote (a token is at least a byte), never beyond the context."""
+    most = ceilings.output_limit(model)
+    first = client_bytes + usage.completion_tokens
+    prompts = growing_sum(first, most, responses, model.record.context_length)
+    return ceilings.tokens(services, model, prompts, most * responses, spent=usage)
+
+
+def growing_sum(first: int, step: int, terms: int, cap: int) -> int:
+    """first + (first + step) + ... (`terms` terms), each term at most `cap` (0: no cap); in closed
+    form, as a client may ask for many responses at once."""
+    if cap and first >= cap:
+        below = 0
+    elif cap and step:
+        below = min(terms, -(-(cap - first) // step))  # the terms j with first + j * step < cap
+    else:
+        below = terms
+    return below * first + step * below * (below - 1) // 2 + (terms - below) * cap
 
 
 async def end_sessions(app: web.Application) -> None:
@@ -170,6 +196,7 @@ class RealtimeSession:
         self._redact = services.redactor.including(api_key).by_value
         self.usage, self.upgraded, self.error = Usage(), False, ""
         self.client_bytes = 0  # what the client sent: a bound on the input of the next response
+        self.pending = 0  # responses asked for (response.create relayed) whose response.done has not come
         # Both pumps change the session's holds; one change at a time keeps its list and the ledger alike.
         self._holding = asyncio.Lock()
         self.client = web.WebSocketResponse(protocols=(PROTOCOL,), max_msg_size=MAX_MESSAGE_BYTES)
@@ -201,7 +228,7 @@ class RealtimeSession:
             if not from_provider and not await self._admitted(message):
                 message = await source.receive()
                 continue
-            done = from_provider and message.type is WSMsgType.TEXT and self._bill(message.data)
+            done = from_provider and message.type is WSMsgType.TEXT and self._done(message.data)
             try:
                 if message.type is WSMsgType.TEXT:
                     await sink.send_str(self._redact(message.data) if from_provider else message.data)
@@ -210,7 +237,7 @@ class RealtimeSession:
             except ConnectionError:
                 return  # `sink` is gone; the other pump sees it end and closes `source`
             if done:  # settled once the client has its response.done: the hold is not on its path
-                await self._covered()
+                await self._hold()
             message = await source.receive()
         if source is self.upstream and message.type not in (WSMsgType.CLOSE, WSMsgType.CLOSING):
             self.error = "the provider's realtime connection broke off"
@@ -220,40 +247,49 @@ class RealtimeSession:
 
     async def _admitted(self, message: aiohttp.WSMessage) -> bool:
         """Whether to relay the client's `message`: a response.create only once its response is
-        covered; anything else at once (its size counted toward the next response's input)."""
-        self.client_bytes += len(message.data)
+        covered, with every one still pending; anything else at once (its size counted toward
+        the input of the responses to come)."""
+        self.client_bytes += ceilings.size(message.data)
         return message.type is not WSMsgType.TEXT or CREATE_MARKER not in message.data \
-            or await self._covered(refuse=True)
+            or await self._hold(asked=1)
 
-    async def _covered(self, refuse: bool = False) -> bool:
-        """Hold the responses so far and one more (releasing any excess): False, and the client
-        told why in an `error` event, when that does not fit (only when `refuse`: after a
-        response.done the session goes on, its next response.create refused)."""
-        if self.byok:
-            return True
-        spent = price(self.services, self.model, self.usage).inr_nano
-        worst = spent + response_ceiling(self.services, self.model, self.client_bytes, self.usage)
+    async def _hold(self, asked: int = 0) -> bool:
+        """Hold the session's worst case with `asked` more responses pending (`_cover`) and count
+        them: False, and the client told why in an `error` event, when that does not fit (after
+        a response.done the session goes on, its next response.create refused)."""
         try:
-            async with self._holding:
-                await reservations.top_up(self.services, self.caller, worst)
-                await reservations.shrink(self.services, self.caller, worst)
+            async with self._holding:  # the count and the hold change together
+                await self._cover(max(self.pending + asked, 1))
+                self.pending += asked
         except ApiError as refusal:
-            if refuse:
+            if asked:
                 await self.client.send_str(encode({"type": "error", **refusal.body()}).decode())
             return False
         return True
 
-    def _bill(self, text: str) -> bool:
-        """Count a response.done's usage; whether there was one."""
+    async def _cover(self, responses: int) -> None:
+        """Hold what the session spent and the worst case of `responses` more, releasing any
+        excess; ApiError (402) when that does not fit."""
+        if self.byok:
+            return
+        worst = session_ceiling(self.services, self.model, self.client_bytes, self.usage, responses)
+        await reservations.top_up(self.services, self.caller, worst)
+        await reservations.shrink(self.services, self.caller, worst)
+
+    def _done(self, text: str) -> bool:
+        """Note a response.done: one response less pending, its usage counted; whether it was one."""
+        if (done := response_done(text)) is None:
+            return False
+        self.pending = max(self.pending - 1, 0)  # at 0 already: a response server VAD started
         try:
-            usage = reported_usage(text)
+            usage = usage_of(done)
         except UpstreamError as exc:  # an unsound report is never charged; the session names it
             log.warning("realtime_usage_invalid", error=exc.message)
             self.error = exc.message
-            return False
+            return True
         if usage is not None:
             self.usage = added(self.usage, usage)
-        return usage is not None
+        return True
 
     async def _end(self, client: web.WebSocketResponse) -> None:
         """Record the session (first: a slow close must not delay the charge), close both sides."""

@@ -1,21 +1,25 @@
 """The most a request can cost, before it is made: what `reservations.cover` holds.
 
 Token-priced models: the prompt (estimated from above, see `prompt_bound`) at the dearer of the
-prompt and cache-write prices, plus the output the request allows (its max_tokens, else the
-model's output limit) at the completion price. Flat-priced models: the price.
+prompt and cache-write prices, plus, at the completion price, the output the request lets the
+model write AS IT IS SENT UPSTREAM to the provider that answers (an `Allowance`, which each
+adapter reads off the body it sends: the limit it forwards, else the model's output limit, in
+each answer it asks for). Which body goes to which provider is each route's to say
+(gateway.chat, messages, completions, embeddings, responses.service, realtime). Flat-priced
+models: the price.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 
-from gateway.billing.pricing import Usage, token_cost
+from gateway.billing.pricing import NO_USAGE, Usage, model_cost
 from gateway.catalogue import Resolved
 from gateway.jsonio import encode
+from gateway.providers.base import Allowance
 from gateway.services import Services
 from ledger.money import to_nano
 
 OUTPUT_LIMITS = ("max_completion_tokens", "max_response_output_tokens")
-TOKEN_FIELDS = ("max_completion_tokens", "max_tokens", "max_output_tokens", "max_response_output_tokens")
 
 
 def output_limit(model: Resolved) -> int:
@@ -26,48 +30,57 @@ def output_limit(model: Resolved) -> int:
     return model.record.context_length
 
 
-def prompt_bound(model: Resolved, payload: object) -> int:
-    """At most as many tokens as the payload's JSON has bytes (a token covers at least one byte),
-    and never beyond the model's context."""
-    size = len(payload) if isinstance(payload, bytes | str) else len(encode(payload))
-    context = model.record.context_length
-    return min(size, context) if context else size
+def size(payload: object) -> int:
+    """The payload's bytes: as UTF-8 for text, as JSON otherwise."""
+    if isinstance(payload, bytes):
+        return len(payload)
+    if isinstance(payload, str):
+        return len(payload) if payload.isascii() else len(payload.encode())
+    return len(encode(payload))
 
 
-def requested_output(body: dict) -> int | None:
-    """The output limit a request body sets (the first of the APIs' names present), if any."""
-    for name in TOKEN_FIELDS:
-        if isinstance(value := body.get(name), int) and not isinstance(value, bool) and value >= 0:
-            return value
-    return None
+def prompt_bound(model: Resolved, payload: object, shared: int = 0) -> int:
+    """At most as many tokens as the payload has bytes (a token covers at least one byte), with
+    `shared` more bytes it is sent along with, and never beyond the model's context."""
+    tokens, context = size(payload) + shared, model.record.context_length
+    return min(tokens, context) if context else tokens
 
 
-def tokens(services: Services, model: Resolved, prompt_tokens: int, output_tokens: int) -> int:
-    """`prompt_tokens` and `output_tokens` at their dearest prices, in nano-INR."""
+def inputs_bound(model: Resolved, inputs: Iterable[object], shared: int = 0) -> int:
+    """Inputs the provider takes apart (embeddings' inputs, text completions' prompts): each is
+    bounded on its own (`prompt_bound`), so each may fill a context."""
+    return sum(prompt_bound(model, item, shared) for item in inputs)
+
+
+def output_bound(model: Resolved, allowance: Allowance) -> int:
+    """The output tokens `allowance` lets `model` write: its limit (or, without one, the model's
+    own) in each of its answers. A model never writes past its own limit."""
+    most = output_limit(model)
+    each = most if allowance.each is None else min(allowance.each, most) if most else allowance.each
+    return each * allowance.answers
+
+
+def tokens(services: Services, model: Resolved, prompt_tokens: int, output_tokens: int,
+           spent: Usage = NO_USAGE) -> int:
+    """`spent` at its prices and `prompt_tokens` and `output_tokens` more at their dearest, in
+    nano-INR: priced as one usage, as a request is charged, so no rounding comes between them."""
     prices = model.prices
-    worst_prompt = max(prices.prompt, prices.input_cache_write)
-    rate = services.config.billing.usd_to_inr
-    return token_cost(Usage(prompt_tokens, output_tokens), worst_prompt, prices.completion, rate).inr_nano
+    written = prompt_tokens if prices.input_cache_write > prices.prompt else 0  # priced as cache writes
+    usage = Usage(spent.prompt_tokens + prompt_tokens, spent.completion_tokens + output_tokens,
+                  spent.cached_prompt_tokens, spent.cache_write_tokens + written)
+    return model_cost(prices, usage, services.config.billing.usd_to_inr).inr_nano
 
 
-def of_body(services: Services, body: dict, model: Resolved, prompt: object | None = None) -> int:
-    """A request body's ceiling on `model`: its prompt (the body, unless `prompt` is given) and
-    the output it allows, for each of the `n` choices it asks for."""
-    output = requested_output(body)
-    limit = output_limit(model)
-    each = limit if output is None else min(output, limit) if limit else output
-    return tokens(services, model, prompt_bound(model, body if prompt is None else prompt), each * choices(body))
+def worst(services: Services, model: Resolved, prompt_tokens: int, allowance: Allowance) -> int:
+    """`prompt_tokens` and the output `allowance` lets `model` write, at their dearest prices."""
+    return tokens(services, model, prompt_tokens, output_bound(model, allowance))
 
 
-def choices(body: dict) -> int:
-    """How many answers a request asks for (chat's and completions' `n`; 1 when absent)."""
-    n = body.get("n")
-    return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
-
-
-def for_body(services: Services, body: dict, prompt: object | None = None) -> Callable[[Resolved], int]:
-    """`of_body` for whichever model the request is tried on."""
-    return lambda model: of_body(services, body, model, prompt)
+def sent(services: Services, prompt: object, allowance: Callable[[Resolved], Allowance]
+         ) -> Callable[[Resolved], int]:
+    """A request's ceiling on whichever model it is tried: its `prompt` (`prompt_bound`) and the
+    output `allowance(model)` reads off what it sends that model's provider."""
+    return lambda model: worst(services, model, prompt_bound(model, prompt), allowance(model))
 
 
 def per_minute(services: Services, model: Resolved, seconds: Decimal) -> int:

@@ -18,7 +18,7 @@ from gateway.config import ProviderConfig
 from gateway.errors import UpstreamError
 from gateway.jsonio import encode
 from gateway.providers import anthropic_wire as wire
-from gateway.providers.base import ChatCall, ChatReply, Chunk
+from gateway.providers.base import Allowance, ChatCall, ChatReply, Chunk
 from gateway.providers.http import Upstream, post_json, read_json, scrubbed, timeout_for
 from gateway.providers.openai import delta_tokens
 
@@ -89,6 +89,16 @@ class AnthropicMessageStream:
         self._response.close()
 
 
+def chat_request(call: ChatCall, stream: bool) -> dict:
+    """The Messages request an OpenAI chat call is translated into."""
+    return {**wire.messages_body(call.body, call.upstream_model), **({"stream": True} if stream else {})}
+
+
+def messages_request(call: ChatCall, stream: bool) -> dict:
+    """The Messages request a native call sends: the client's body as it is, for the upstream model."""
+    return {**call.body, "model": call.upstream_model, **({"stream": True} if stream else {})}
+
+
 class AnthropicProvider:
     requires_max_tokens = True
 
@@ -107,22 +117,28 @@ class AnthropicProvider:
             headers["x-api-key"] = key
         return headers
 
+    chat_request = staticmethod(chat_request)
+    messages_request = staticmethod(messages_request)
+    messages_allowance = staticmethod(wire.allowance)  # the body goes up as it is
+
+    @staticmethod
+    def chat_allowance(body: dict) -> Allowance:
+        return wire.allowance(wire.limits(body))  # the limits as `chat_request` translates them
+
     async def chat(self, call: ChatCall) -> ChatReply:
-        message = await self._message(call.api_key, wire.messages_body(call.body, call.upstream_model))
+        message = await self._message(call.api_key, chat_request(call, False))
         return ChatReply(wire.completion(message, int(time.time())), wire.usage_of(message.get("usage")))
 
     async def open_chat_stream(self, call: ChatCall) -> AnthropicChatStream:
-        body = {**wire.messages_body(call.body, call.upstream_model), "stream": True}
-        return AnthropicChatStream(await self._post(call.api_key, body))
+        return AnthropicChatStream(await self._post(call.api_key, chat_request(call, True)))
 
     async def messages(self, call: ChatCall) -> ChatReply:
         """A native Messages call: `call.body` is an Anthropic request; the reply an Anthropic message."""
-        message = await self._message(call.api_key, {**call.body, "model": call.upstream_model})
+        message = await self._message(call.api_key, messages_request(call, False))
         return ChatReply(message, wire.usage_of(message.get("usage")))
 
     async def open_messages_stream(self, call: ChatCall) -> AnthropicMessageStream:
-        body = {**call.body, "model": call.upstream_model, "stream": True}
-        return AnthropicMessageStream(await self._post(call.api_key, body))
+        return AnthropicMessageStream(await self._post(call.api_key, messages_request(call, True)))
 
     async def count_tokens(self, call: ChatCall) -> int:
         """Anthropic's own count of a Messages request's input tokens (free at Anthropic)."""

@@ -13,6 +13,7 @@ import msgspec
 from gateway.billing.pricing import Usage, checked_usage, token_count, usage_report
 from gateway.errors import UpstreamError, bad_request
 from gateway.jsonio import encode, loads
+from gateway.providers.base import Allowance, limit
 from gateway.providers.shapes import AnthropicEvent, AnthropicMessage, conforming
 
 API_VERSION = "2023-06-01"
@@ -37,7 +38,7 @@ _EMPTY_SCHEMA = MappingProxyType({"type": "object", "properties": {}})
 def messages_body(body: dict, model: str) -> dict:
     """The Anthropic request for an OpenAI chat `body`, addressed to upstream `model`."""
     system, turns = split_system(body.get("messages") or [])
-    request = {"model": model, "max_tokens": max_tokens_of(body), "messages": merge_turns(turns)}
+    request = {"model": model, **limits(body), "messages": merge_turns(turns)}
     if system:
         request["system"] = system
     request.update({name: body[name] for name in PASSED_THROUGH if body.get(name) is not None})
@@ -50,6 +51,16 @@ def messages_body(body: dict, model: str) -> dict:
     if body.get("user"):
         request["metadata"] = {"user_id": str(body["user"])}
     return request
+
+
+def limits(body: dict) -> dict:
+    """The fields of the Anthropic request that bound its answer, for an OpenAI chat `body`."""
+    return {"max_tokens": max_tokens_of(body)}
+
+
+def allowance(body: dict) -> Allowance:
+    """What an Anthropic Messages body lets the model write: max_tokens (thinking included), one answer."""
+    return Allowance(limit(body.get("max_tokens")))
 
 
 def max_tokens_of(body: dict) -> int:

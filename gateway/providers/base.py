@@ -13,6 +13,7 @@ from typing import Protocol
 import msgspec
 
 from gateway.billing.pricing import Usage
+from gateway.errors import bad_request
 
 
 class ChatCall(msgspec.Struct, frozen=True):
@@ -22,6 +23,40 @@ class ChatCall(msgspec.Struct, frozen=True):
     upstream_model: str
     body: dict  # the client's request, OpenAI chat format, unknown fields kept
     api_key: str = ""  # the organization's own provider key (BYOK); empty: the gateway's key
+
+
+class Allowance(msgspec.Struct, frozen=True):
+    """The output a request as sent upstream lets its provider produce: at most `each` tokens
+    (None: no limit sent, so the model's own) in each of `answers` answers. What a request may
+    cost is bounded by it (gateway.billing.ceilings); each adapter says what its bodies allow."""
+
+    each: int | None = None
+    answers: int = 1
+
+
+def count(value: object) -> int | None:
+    """`value` when it is a whole number of at least 0 (never a bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def limit(*values: object) -> int | None:
+    """The output limit a provider may honour among the limits a body sets (None: not given):
+    the largest, since which one wins is the provider's to decide; None when none is given, or
+    one is not a count (a lenient provider may read it as anything up to the model's own)."""
+    given = [value for value in values if value is not None]
+    counts = [number for value in given if (number := count(value)) is not None]
+    return max(counts) if given and len(counts) == len(given) else None
+
+
+def answers(body: dict, name: str) -> int:
+    """How many answers `body[name]` asks for (absent or null: one); 400 naming it otherwise,
+    before any upstream call (the edge checks it first; this keeps a bound from guessing)."""
+    value = body.get(name)
+    if value is None:
+        return 1
+    if (number := count(value)) is None or number < 1:
+        raise bad_request(f"{name} must be a whole number of at least 1", name)
+    return number
 
 
 class ChatReply(msgspec.Struct, frozen=True):

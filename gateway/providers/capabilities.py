@@ -10,8 +10,8 @@ import msgspec
 
 from gateway.providers.anthropic_wire import MessageEvent
 from gateway.providers.base import (
-    AudioStream, ChatCall, ChatReply, ChatStream, EmbeddingCall, EmbeddingReply, MusicCall, MusicReply, SpeechCall,
-    TranscriptionCall, TranscriptionReply,
+    Allowance, AudioStream, ChatCall, ChatReply, ChatStream, EmbeddingCall, EmbeddingReply, MusicCall, MusicReply,
+    SpeechCall, TranscriptionCall, TranscriptionReply,
 )
 from gateway.providers.openai_responses import ResponseEvent
 
@@ -19,6 +19,12 @@ from gateway.providers.openai_responses import ResponseEvent
 class ChatProvider(Protocol):
     id: str
     requires_max_tokens: bool  # chat requests without max_tokens are refused (spec 7: Anthropic)
+
+    def chat_request(self, call: ChatCall, stream: bool) -> dict:
+        """The request this adapter sends upstream for `call` (an OpenAI chat body, translated)."""
+
+    def chat_allowance(self, body: dict) -> Allowance:
+        """What an OpenAI chat `body`, as this adapter sends it, lets the provider write."""
 
     async def chat(self, call: ChatCall) -> ChatReply:
         """One non-streamed completion; raises UpstreamError on any provider failure."""
@@ -40,6 +46,12 @@ class MessageEvents(Protocol):
 class MessagesProvider(Protocol):
     """Speaks Anthropic's Messages API natively: /v1/messages bodies pass through as they are."""
 
+    def messages_request(self, call: ChatCall, stream: bool) -> dict:
+        """The request sent upstream for `call`: its Messages body as it is."""
+
+    def messages_allowance(self, body: dict) -> Allowance:
+        """What a Messages `body` (sent as it is) lets the provider write."""
+
     async def messages(self, call: ChatCall) -> ChatReply:
         """One non-streamed message, Anthropic-shaped; raises UpstreamError."""
 
@@ -49,6 +61,12 @@ class MessagesProvider(Protocol):
 
 class CompletionProvider(Protocol):
     """Legacy text completions (POST /v1/completions): OpenAI-shaped bodies, text choices."""
+
+    def completion_request(self, call: ChatCall, stream: bool) -> dict:
+        """The request sent upstream for `call`: its completions body as it is."""
+
+    def completion_allowance(self, body: dict) -> Allowance:
+        """What a completions `body` (sent as it is) lets the provider write."""
 
     async def complete(self, call: ChatCall) -> ChatReply:
         """One non-streamed text completion; raises UpstreamError on any provider failure."""
@@ -74,6 +92,12 @@ class ResponseEvents(Protocol):
 
 class ResponsesProvider(Protocol):
     """Speaks OpenAI's Responses API natively: /v1/responses bodies pass through."""
+
+    def response_request(self, call: ChatCall, stream: bool) -> dict:
+        """The request sent upstream for `call`: its Responses body as it is."""
+
+    def response_allowance(self, body: dict) -> Allowance:
+        """What a Responses `body` (sent as it is) lets the provider write."""
 
     async def respond(self, call: ChatCall) -> ChatReply:
         """One response object; raises UpstreamError."""

@@ -22,8 +22,8 @@ from gateway.config import ProviderConfig
 from gateway.errors import UpstreamError
 from gateway.jsonio import encode
 from gateway.providers import google_chat as wire
-from gateway.providers.google_chat_request import generate_content_body
-from gateway.providers.base import ChatCall, ChatReply, Chunk, MusicCall, MusicReply, SafetyBlocked
+from gateway.providers import google_chat_request as request_wire
+from gateway.providers.base import Allowance, ChatCall, ChatReply, Chunk, MusicCall, MusicReply, SafetyBlocked
 from gateway.providers.http import Upstream, post_json, read_json, scrubbed, timeout_for
 from gateway.providers.openai import delta_tokens
 
@@ -124,6 +124,15 @@ class GoogleProvider:
             headers["x-goog-api-key"] = key
         return headers
 
+    @staticmethod
+    def chat_request(call: ChatCall, stream: bool) -> dict:
+        """The generateContent request a chat call is translated into (streaming is in its URL)."""
+        return request_wire.generate_content_body(call.body)
+
+    @staticmethod
+    def chat_allowance(body: dict) -> Allowance:
+        return request_wire.allowance(request_wire.limits(body))  # as generationConfig carries them
+
     async def chat(self, call: ChatCall) -> ChatReply:
         response = await self._post_chat(call, "generateContent")
         answer = wire.checked_answer(await read_json(self.id, response))
@@ -145,7 +154,7 @@ class GoogleProvider:
 
     async def _post_chat(self, call: ChatCall, action: str) -> aiohttp.ClientResponse:
         url = f"{self._base}/v1beta/models/{call.upstream_model}:{action}"
-        return await post_json(self._upstream, self.id, url, generate_content_body(call.body),
+        return await post_json(self._upstream, self.id, url, self.chat_request(call, action != "generateContent"),
                                self.headers(call.api_key), self._timeout)
 
     async def generate_music(self, call: MusicCall, timeout_s: float) -> MusicReply:

@@ -12,12 +12,14 @@ from types import MappingProxyType
 
 from gateway.errors import bad_request
 from gateway.jsonio import loads
+from gateway.providers.base import Allowance, answers, limit
 
 ROLES = MappingProxyType({"user": "user", "assistant": "model", "tool": "user"})
 SYSTEM_ROLES = frozenset({"system", "developer"})
-# OpenAI request fields with a generationConfig counterpart, and that counterpart's name.
+# OpenAI request fields with a generationConfig counterpart, and that counterpart's name (the
+# limits on the answer apart: `limits`).
 GENERATION_FIELDS = MappingProxyType({
-    "temperature": "temperature", "top_p": "topP", "top_k": "topK", "n": "candidateCount",
+    "temperature": "temperature", "top_p": "topP", "top_k": "topK",
     "seed": "seed", "presence_penalty": "presencePenalty", "frequency_penalty": "frequencyPenalty"})
 TOOL_MODES = MappingProxyType({"auto": "AUTO", "none": "NONE", "required": "ANY"})
 # reasoning_effort as a thinking budget, the values Google's own OpenAI endpoint uses.
@@ -177,15 +179,26 @@ def json_object(text: str) -> dict | None:
 def generation_config(body: dict) -> dict:
     """The generationConfig of an OpenAI chat body: limits, sampling, stops, output format."""
     config = {name: body[field] for field, name in GENERATION_FIELDS.items() if body.get(field) is not None}
-    limits = [body[field] for field in ("max_tokens", "max_completion_tokens") if body.get(field) is not None]
-    if limits:
-        config["maxOutputTokens"] = min(limits)
+    config.update(limits(body))
     if stops := stop_sequences(body.get("stop")):
         config["stopSequences"] = stops
     config.update(response_format(body.get("response_format")))
     if body.get("reasoning_effort") is not None:
         config["thinkingConfig"] = {"thinkingBudget": thinking_budget(body["reasoning_effort"])}
     return config
+
+
+def limits(body: dict) -> dict:
+    """The generationConfig fields that bound the answer: maxOutputTokens, the tighter of
+    max_tokens and max_completion_tokens (thinking included), and candidateCount, `n`."""
+    given = [body[field] for field in ("max_tokens", "max_completion_tokens") if body.get(field) is not None]
+    fields = {"maxOutputTokens": min(given)} if given else {}
+    return fields | ({"candidateCount": body["n"]} if body.get("n") is not None else {})
+
+
+def allowance(config: dict) -> Allowance:
+    """What a generationConfig lets Gemini write: maxOutputTokens in each of candidateCount answers."""
+    return Allowance(limit(config.get("maxOutputTokens")), answers(config, "candidateCount"))
 
 
 def stop_sequences(stop: str | list | None) -> list[str]:

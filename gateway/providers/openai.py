@@ -14,8 +14,8 @@ from gateway.config import ProviderConfig
 from gateway.errors import UpstreamError
 from gateway.jsonio import loads
 from gateway.providers import shapes
-from gateway.providers.base import ChatCall, ChatReply, Chunk, EmbeddingCall, EmbeddingReply, FilePart, \
-    FormField, SpeechCall, TranscriptionCall, TranscriptionReply
+from gateway.providers.base import Allowance, ChatCall, ChatReply, Chunk, EmbeddingCall, EmbeddingReply, \
+    FilePart, FormField, SpeechCall, TranscriptionCall, TranscriptionReply, answers, limit
 from gateway.providers.http import Upstream, post, post_json, read_json, scrubbed, timeout_for
 from gateway.providers.multipart import encode_form, new_boundary
 
@@ -48,6 +48,38 @@ def _counted_usage(usage: object, fields: tuple[str, str, str]) -> Usage:
     return checked_usage(PROVIDER, Usage(token_count(PROVIDER, report, prompt),
                                          token_count(PROVIDER, report, completion),
                                          token_count(PROVIDER, details, "cached_tokens")))
+
+
+def request_body(call: ChatCall, stream: bool) -> dict:
+    """What a chat or text completion call sends: the client's body, addressed to the upstream
+    model. A stream always asks for usage, so it is billed even when the client did not ask."""
+    body = {**call.body, "model": call.upstream_model, "stream": stream}
+    if stream:
+        body["stream_options"] = {**(call.body.get("stream_options") or {}), "include_usage": True}
+    else:
+        body.pop("stream_options", None)
+    return body
+
+
+def chat_allowance(body: dict) -> Allowance:
+    """What a chat body lets the provider write: max_tokens or max_completion_tokens (which one it
+    honours when both are sent is its own choice) in each of the `n` choices."""
+    return Allowance(limit(body.get("max_tokens"), body.get("max_completion_tokens")), answers(body, "n"))
+
+
+def completion_allowance(body: dict) -> Allowance:
+    """What a text completions body lets the provider write: max_tokens in each of `best_of`
+    candidates (all generated and billed, `n` of them returned), for each of its prompts."""
+    candidates = max(answers(body, "n"), answers(body, "best_of"))
+    return Allowance(limit(body.get("max_tokens")), candidates * len(inputs(body.get("prompt"))))
+
+
+def inputs(value: object) -> list:
+    """What OpenAI takes apart in an embeddings `input` or a completions `prompt`: one text, each
+    of a list of texts, one token array (a list of ints), or each of a list of token arrays."""
+    if isinstance(value, list) and value and not all(isinstance(item, int) for item in value):
+        return list(value)
+    return [value]
 
 
 def delta_tokens(chunk: dict) -> int:
@@ -184,38 +216,33 @@ class OpenAIProvider:
         return await post_json(self._upstream, self.id, self._base + path, body, self.headers(api_key),
                                self._timeout)
 
+    # The client's bodies go up as they are: what they allow is read off them.
+    chat_request = completion_request = staticmethod(request_body)
+    chat_allowance = staticmethod(chat_allowance)
+    completion_allowance = staticmethod(completion_allowance)
+
     async def chat(self, call: ChatCall) -> ChatReply:
-        body = {**call.body, "model": call.upstream_model, "stream": False}
-        body.pop("stream_options", None)
-        response = await post_json(self._upstream, self.id, self._url, body, self.headers(call.api_key),
-                                   self._timeout)
+        response = await post_json(self._upstream, self.id, self._url, request_body(call, False),
+                                   self.headers(call.api_key), self._timeout)
         reply = await read_json(self.id, response)
         completion = shapes.conforming(self.id, reply, shapes.OpenAICompletion, "chat completion")
         return ChatReply(reply, usage_of(completion.usage))
 
     async def open_chat_stream(self, call: ChatCall) -> OpenAIChatStream:
-        # Always ask for usage, so a stream is billed even when the client did not ask.
-        body = {**call.body, "model": call.upstream_model, "stream": True,
-                "stream_options": {**(call.body.get("stream_options") or {}), "include_usage": True}}
-        response = await post_json(self._upstream, self.id, self._url, body, self.headers(call.api_key),
-                                   self._timeout)
+        response = await post_json(self._upstream, self.id, self._url, request_body(call, True),
+                                   self.headers(call.api_key), self._timeout)
         return OpenAIChatStream(response)
 
     async def complete(self, call: ChatCall) -> ChatReply:
         """A legacy text completion (`call.body` an OpenAI completions request), whole."""
-        body = {**call.body, "model": call.upstream_model, "stream": False}
-        body.pop("stream_options", None)
-        response = await post_json(self._upstream, self.id, self._base + "/completions", body,
+        response = await post_json(self._upstream, self.id, self._base + "/completions", request_body(call, False),
                                    self.headers(call.api_key), self._timeout)
         reply = await read_json(self.id, response)
         completion = shapes.conforming(self.id, reply, shapes.OpenAITextCompletion, "text completion")
         return ChatReply(reply, usage_of(completion.usage))
 
     async def open_completion_stream(self, call: ChatCall) -> OpenAITextStream:
-        # Always ask for usage, as chat streams do, so the stream is billed on it.
-        body = {**call.body, "model": call.upstream_model, "stream": True,
-                "stream_options": {**(call.body.get("stream_options") or {}), "include_usage": True}}
-        response = await post_json(self._upstream, self.id, self._base + "/completions", body,
+        response = await post_json(self._upstream, self.id, self._base + "/completions", request_body(call, True),
                                    self.headers(call.api_key), self._timeout)
         return OpenAITextStream(response)
 

@@ -17,7 +17,7 @@ from gateway import sse
 from gateway.billing.pricing import Usage
 from gateway.errors import UpstreamError
 from gateway.jsonio import loads
-from gateway.providers.base import ChatCall, ChatReply
+from gateway.providers.base import Allowance, ChatCall, ChatReply, limit
 from gateway.providers.http import read_json, scrubbed
 from gateway.providers.openai import OpenAIProvider, responses_usage
 
@@ -91,19 +91,31 @@ class OpenAIResponseStream:
         self._response.close()  # closing the connection is how an HTTP client cancels
 
 
+def request_body(call: ChatCall, stream: bool) -> dict:
+    """What a Responses call sends: the client's body, addressed to the upstream model."""
+    return {**call.body, "model": call.upstream_model, "stream": stream}
+
+
+def allowance(body: dict) -> Allowance:
+    """What a Responses body lets the model write: max_output_tokens (reasoning included), one answer."""
+    return Allowance(limit(body.get("max_output_tokens")))
+
+
 class OpenAIResponses:
     """The Responses API of an OpenAI adapter: its base URL, keys and timeouts."""
 
     def __init__(self, provider: OpenAIProvider) -> None:
         self.provider, self.id = provider, provider.id
 
+    response_request = staticmethod(request_body)
+    response_allowance = staticmethod(allowance)  # the body goes up as it is
+
     async def respond(self, call: ChatCall) -> ChatReply:
         """One response; raises UpstreamError on any provider failure."""
-        body = {**call.body, "model": call.upstream_model, "stream": False}
-        response = await self.provider.send_json("/responses", body, call.api_key)
+        response = await self.provider.send_json("/responses", request_body(call, False), call.api_key)
         return response_reply(await read_json(PROVIDER, response))
 
     async def open_response_stream(self, call: ChatCall) -> OpenAIResponseStream:
         """Start a streamed response; raises UpstreamError before any event if refused."""
-        body = {**call.body, "model": call.upstream_model, "stream": True}
+        body = request_body(call, True)
         return OpenAIResponseStream(await self.provider.send_json("/responses", body, call.api_key))

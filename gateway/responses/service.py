@@ -8,6 +8,7 @@ translated into chat (`translate`) and their answer translated back. Either way 
 ever saw the gateway's response ids.
 """
 
+import functools
 import time
 from collections.abc import Callable
 
@@ -16,7 +17,7 @@ from gateway.billing.charging import bill
 from gateway.catalogue import Resolved
 from gateway.billing.pricing import cost_body
 from gateway.chat import chat_call
-from gateway.providers.base import ChatCall, ChatReply
+from gateway.providers.base import Allowance, ChatCall, ChatReply
 from gateway.providers.capabilities import ChatProvider, ResponsesProvider
 from gateway.resolution import CHAT, Served
 from gateway.routing import failover
@@ -50,22 +51,45 @@ class Prepared:
 
 
 class Conversation:
-    """A request's providers, in order, and its conversation: what every attempt sends."""
+    """A request's providers, in order, and its conversation; what each provider is sent (the
+    chat translation made once, when first needed), and so the request's worst case."""
 
-    def __init__(self, route: Plan[Served[ChatProvider]], history: list[dict], items: list[dict]) -> None:
-        self.route, self.history, self.items = route, history, items
+    def __init__(self, services: Services, route: Plan[Served[ChatProvider]], body: dict, history: list[dict],
+                 items: list[dict]) -> None:
+        self.services, self.route, self.body, self.history, self.items = services, route, body, history, items
 
-    def ceiling(self, services: Services, body: dict) -> Callable[[Resolved], int]:
-        """The request's worst case on a model: the body and the history it continues."""
-        return ceilings.for_body(services, body, [body, self.history])
+    @functools.cached_property
+    def chat(self) -> dict:
+        return translate.chat_body(self.body, self.history)
 
-    def ready(self, services: Services, caller: Caller, served: Served[ChatProvider], api_key: str,
-              body: dict, request: ResponsesRequest) -> Prepared:
+    def native(self, model: Resolved) -> ResponsesProvider | None:
+        return self.services.providers.responses.get(model.provider_id)
+
+    def sent(self, model: Resolved) -> dict:
+        """The body `model`'s provider is sent: natively, or translated into chat (with an output
+        limit for a provider that demands one)."""
+        if self.native(model) is not None:
+            return native_body(self.body, self.items, bool(self.history))
+        if self.services.providers.chat[model.provider_id].requires_max_tokens and "max_tokens" not in self.chat:
+            return {**self.chat, "max_tokens": DEFAULT_MAX_OUTPUT_TOKENS}
+        return self.chat
+
+    def allowance(self, model: Resolved) -> Allowance:
+        """The output the body, as sent to `model`'s provider, lets it write."""
+        native, body = self.native(model), self.sent(model)
+        if native is not None:
+            return native.response_allowance(body)
+        return self.services.providers.chat[model.provider_id].chat_allowance(body)
+
+    def ceiling(self) -> Callable[[Resolved], int]:
+        """The request's worst case on a model: the body and the history it continues as its prompt."""
+        return ceilings.sent(self.services, [self.body, self.history], self.allowance)
+
+    def ready(self, caller: Caller, served: Served[ChatProvider], api_key: str, request: ResponsesRequest
+              ) -> Prepared:
         """The call for `served`: natively, or translated into chat."""
-        native = services.providers.responses.get(served.model.provider_id)
-        continued = bool(self.history)
-        sent = native_body(body, self.items, continued) if native else translated_body(served, body, self.history)
-        return Prepared(served, native, self.items, chat_call(caller, sent, served, api_key), body, request,
+        call = chat_call(caller, self.sent(served.model), served, api_key)
+        return Prepared(served, self.native(served.model), self.items, call, self.body, request,
                         store.response_id(caller.request_id))
 
 
@@ -79,7 +103,8 @@ async def prepare(services: Services, caller: Caller, body: dict, request: Respo
     check(request)
     route = await failover.plan(services, body, request.model, CHAT)
     history = await _history(services, caller, request.previous_response_id)
-    return Conversation(route, history, [*history, *translate.input_items(body.get("input"), bool(history))])
+    items = [*history, *translate.input_items(body.get("input"), bool(history))]
+    return Conversation(services, route, body, history, items)
 
 
 async def _history(services: Services, caller: Caller, previous: str | None) -> list[dict]:
@@ -95,23 +120,16 @@ def native_body(body: dict, items: list[dict], continued: bool) -> dict:
     return {**sent, "input": items} if continued else sent
 
 
-def translated_body(served: Served[ChatProvider], body: dict, history: list[dict]) -> dict:
-    chat = translate.chat_body(body, history)
-    if served.provider.requires_max_tokens and "max_tokens" not in chat:
-        chat["max_tokens"] = DEFAULT_MAX_OUTPUT_TOKENS
-    return chat
-
-
 async def create(services: Services, caller: Caller, body: dict, request: ResponsesRequest) -> dict:
     """A response from the first provider that answers, billed before it is returned."""
     conversation = await prepare(services, caller, body, request)
 
     async def ask(served: Served[ChatProvider], api_key: str) -> tuple[Prepared, ChatReply]:
-        ready = conversation.ready(services, caller, served, api_key, body, request)
+        ready = conversation.ready(caller, served, api_key, request)
         return ready, await (ready.native.respond(ready.call) if ready.native else served.provider.chat(ready.call))
 
     answered = await failover.answer(services, caller, conversation.route, ask, path=ROUTE, model=request.model,
-                                     ceiling=conversation.ceiling(services, body))
+                                     ceiling=conversation.ceiling())
     ready, reply = answered.answer
     response = ready.answer(reply)
     cost = await bill(services, caller, ROUTE, answered.served.model, reply.usage,
@@ -126,13 +144,13 @@ async def open_stream(services: Services, caller: Caller, body: dict, request: R
     conversation = await prepare(services, caller, body, request)
 
     async def start(served: Served[ChatProvider], api_key: str) -> ResponsesRelay:
-        ready = conversation.ready(services, caller, served, api_key, body, request)
+        ready = conversation.ready(caller, served, api_key, request)
         if ready.native is not None:
             return NativeRelay(services, caller, ready, await ready.native.open_response_stream(ready.call))
         return TranslatedRelay(services, caller, ready, await served.provider.open_chat_stream(ready.call))
 
     answered = await failover.answer(services, caller, conversation.route, start, path=ROUTE, model=request.model,
-                                     ceiling=conversation.ceiling(services, body), stream=True)
+                                     ceiling=conversation.ceiling(), stream=True)
     return answered.answer
 
 

@@ -22,6 +22,7 @@ import pytest
 from gateway.billing import ceilings
 from gateway.catalogue import Catalogue
 from gateway.config import Config
+from gateway.providers import openai
 
 from gateway_helpers import gateway_process, run_cli_async, shared_ledger_url, simulator_providers_toml, write_config
 from support import auth, chat_body, clean_env, decimal_json
@@ -104,7 +105,9 @@ async def test_64_slow_chats_against_a_budget_of_k_worst_cases_let_exactly_k_in(
     # Slow answers (nearly three seconds each), so every request has reserved its worst case before any
     # settles: exactly K of the identical bodies fit, whichever process each reaches.
     body = chat_body("the same question [sim:tokens=8] [sim:tps=3]", max_tokens=40)
-    worst = ceilings.of_body(SimpleNamespace(config=Config()), body, Catalogue.load().resolve("gpt-4o-mini"))
+    mini = Catalogue.load().resolve("gpt-4o-mini")
+    worst = ceilings.worst(SimpleNamespace(config=Config()), mini, ceilings.prompt_bound(mini, body),
+                           openai.chat_allowance(body))
     org = await cli(replica_config, "create-org", "acme", "--credits-inr", "1000")
     key = await cli(replica_config, "create-key", org["org_id"])
     await cli(replica_config, "set-key-limits", key["key_id"], "--budget-inr", str(Decimal(worst * 6) / 10**9))

@@ -1,12 +1,11 @@
-"""The reservation rules as plain functions: what a request holds (gateway.billing.ceilings), that a
-charge never passes what was held (charging.charged_within_holds), and budget periods in UTC."""
+"""The reservation rules as plain functions: what a transcription holds (the other ceilings:
+test_ceilings), that a charge is its true cost whatever was held, and budget periods in UTC."""
 
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
 import pytest
 
-from gateway.billing import ceilings
 from gateway.billing.charging import Outcome, request_event
 from gateway.billing.pricing import Cost
 from gateway.catalogue import Catalogue
@@ -47,37 +46,6 @@ def charged(outcome: Outcome, *holds: int) -> int:
 def test_a_charge_is_its_true_cost_whatever_the_request_held(holds, byok, expected):
     outcome = Outcome(route="/v1/chat/completions", model="m", provider="p", status=200, cost=COST, byok=byok)
     assert charged(outcome, *holds) == expected
-
-
-def test_a_token_priced_ceiling_is_the_prompt_bound_and_the_allowed_output_at_the_dearest_prices():
-    haiku = CATALOGUE.resolve("claude-haiku-4-5")  # its cache-write price is above its prompt price
-    body = {"model": "claude-haiku-4-5", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 100}
-    prompt = ceilings.prompt_bound(haiku, body)
-    assert prompt == len(b'{"model":"claude-haiku-4-5","messages":[{"role":"user","content":"hi"}],"max_tokens":100}')
-    expected = (prompt * Decimal("0.00000125") + 100 * Decimal("0.000005")) * 84
-    assert ceilings.of_body(Rate(), body, haiku) == int(expected * 10**9)
-    bare = {name: value for name, value in body.items() if name != "max_tokens"}
-    prompt = ceilings.prompt_bound(haiku, bare)
-    unbounded = ceilings.of_body(Rate(), bare, haiku)  # no max_tokens: the model's output limit
-    assert unbounded == int((prompt * Decimal("0.00000125") + 64_000 * Decimal("0.000005")) * 84 * 10**9)
-
-
-def test_a_request_for_n_choices_holds_n_outputs():
-    mini = CATALOGUE.resolve("gpt-4o-mini")
-    body = {"model": "gpt-4o-mini", "messages": [], "max_tokens": 100}
-    three = {**body, "n": 3}
-    prompt = ceilings.tokens(Rate(), mini, ceilings.prompt_bound(mini, three), 0)
-    assert ceilings.of_body(Rate(), three, mini) - prompt == 3 * ceilings.tokens(Rate(), mini, 0, 100)
-
-
-def test_the_output_limit_is_the_catalogues_else_the_context_and_a_prompt_never_passes_the_context():
-    assert ceilings.output_limit(CATALOGUE.resolve("gpt-4o-mini")) == 16_384
-    assert ceilings.output_limit(CATALOGUE.resolve("gpt-4o-realtime-preview")) == 4_096
-    assert ceilings.output_limit(CATALOGUE.resolve("text-embedding-3-small")) == 8_191  # no limit: its context
-    mini = CATALOGUE.resolve("gpt-3.5-turbo-0613")
-    assert ceilings.prompt_bound(mini, "x" * 10_000) == 4_096
-    assert ceilings.requested_output({"max_completion_tokens": 7, "max_tokens": 9}) == 7
-    assert ceilings.requested_output({"max_tokens": True}) is None  # a bool is not a count
 
 
 def test_a_transcription_ceiling_bounds_the_duration_by_the_upload_size():
