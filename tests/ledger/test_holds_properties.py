@@ -125,7 +125,8 @@ async def apply(recorder: SQLiteRecorder, sequence: list[tuple], now: list[int])
     return model
 
 
-@settings(max_examples=int(os.environ.get("HOLD_EXAMPLES", "60")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(os.environ.get("HOLD_EXAMPLES", "60")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(operations)
 def test_holds_end_at_most_once_and_never_below_zero_whatever_the_order(sequence):
     with tempfile.TemporaryDirectory() as tmp:
