@@ -18,7 +18,7 @@ from gateway.state import SERVICES
 from gateway_helpers import closed_port, run_cli_async, write_config
 from ledger.postgres import PostgresRecorder
 from outage_helpers import assert_every_charge_accounted_for, balance_matches_charges, chat, load, outcome
-from support import POSTGRES_DSN, auth, postgres_url
+from support import POSTGRES_DSN, auth, poll, postgres_url
 
 TIMEOUT_S = 0.5  # the ledger's statement and connect timeouts in these tests
 BOUND_S = 4.0  # the longest any answer may take while the database is away
@@ -62,7 +62,9 @@ async def until_charged(gateway, key: str, timeout: float = 10.0) -> float:
 
 async def test_postgres_cut_mid_load_answers_cleanly_and_loses_no_charge(
         make_gateway, proxied_config, pg_proxy, pg_schema, tmp_path):
-    gateway = await make_gateway(proxied_config)
+    # Short leases: a slice whose draw the outage left unknown lapses, and is expired, soon after.
+    leased = msgspec.structs.replace(proxied_config.billing, hold_lease_s=2, escrow_idle_s=0.5)
+    gateway = await make_gateway(msgspec.structs.replace(proxied_config, billing=leased))
     org = await gateway.new_org("1000")
     stop = asyncio.Event()
     traffic = asyncio.create_task(load(gateway.client, org["api_key"], stop))
@@ -95,10 +97,15 @@ async def test_postgres_cut_mid_load_answers_cleanly_and_loses_no_charge(
     recorded = await recorded_events(pg_schema)
     outcomes = assert_every_charge_accounted_for(answers, recorded)
     assert outcomes["charged"] > 10 and outcomes["refused"] + outcomes["cut short"] > 2, outcomes
-    # Holds of requests the outage kept from their record were released once the ledger was back.
+    # Holds of requests the outage kept from their record were released once the ledger was back;
+    # the idle slice went back, and one the outage left in doubt lapsed and was expired.
     await asyncio.wait_for(gateway.server.app[SERVICES].releases.settled(), 10)
-    (credits, spent, held), = await gateway.ledger.recorder._fetch(
-        "SELECT credits_inr_nano, spent_inr_nano, held_inr_nano FROM orgs WHERE org_id = ?", (org["org_id"],))
+
+    async def held_now() -> tuple:
+        return (await gateway.ledger.recorder._fetch(
+            "SELECT credits_inr_nano, spent_inr_nano, held_inr_nano FROM orgs WHERE org_id = ?", (org["org_id"],)))[0]
+    credits, spent, held = await poll(held_now, lambda row: row[2] == 0, timeout=10)
+    recorded = await recorded_events(pg_schema)
     assert balance_matches_charges(recorded, org["org_id"], credits, credits - spent) and held == 0
     direct = write_config(tmp_path, f'[ledger]\nurl = "{postgres_url(schema=pg_schema)}"\n', "direct.toml")
     verified = await run_cli_async("ledger", "verify", "--config", str(direct))
