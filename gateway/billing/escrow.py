@@ -219,9 +219,12 @@ class Escrow:
         period = min(self._config.hold_lease_s / 3, self._config.escrow_idle_s)
         while True:
             await asyncio.sleep(period * random.uniform(0.6, 0.9))
-            await self._leases.renew()
-            await self._leases.expire()
-            await self.return_idle()
+            try:
+                await self._leases.renew()
+                await self._leases.expire()
+                await self.return_idle()
+            except Exception:  # logged with its traceback, not hidden: the next turn must still come
+                log.exception("holds_upkeep_failed")
 
     async def close(self) -> None:
         """At shutdown: stop refilling, return every slice no request still uses."""
