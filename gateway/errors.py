@@ -12,6 +12,7 @@ from typing import Literal
 import msgspec
 from aiohttp import web
 
+from gateway import upstream_headers
 from gateway.jsonio import encode
 
 ANTHROPIC_ROUTE = "/v1/messages"
@@ -121,7 +122,8 @@ class UpstreamError(Exception):
 
     def __init__(self, status: int, message: str, retry_after: str | None = None, *, reason: str = "") -> None:
         super().__init__(message)
-        self.status, self.message, self.retry_after = status, message, retry_after
+        # The provider's Retry-After reaches the client: read here, whoever raises, and re-rendered.
+        self.status, self.message, self.retry_after = status, message, upstream_headers.retry_after(retry_after)
         self.reason = reason or str(status)  # "connection" or "timeout" when no status came back
 
     @property

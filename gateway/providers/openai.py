@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import yarl
 
-from gateway import float32, sse
+from gateway import float32, sse, upstream_headers
 from gateway.billing.pricing import Usage, checked_usage, reported_seconds, token_count, usage_report
 from gateway.config import ProviderConfig
 from gateway.errors import UpstreamError
@@ -148,7 +148,7 @@ class OpenAIAudioStream:
 
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         self._response = response
-        self.content_type = response.headers.get("Content-Type", "application/octet-stream")
+        self.content_type = upstream_headers.content_type(response.headers.get("Content-Type"))  # sent on
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
