@@ -107,7 +107,8 @@ class StreamRelay(BilledRelay[ChatStream]):
                 continue
             await response.write(sse.frame(chunk.data))
             self.delivered += chunk.tokens
-            self.text.extend(self._texts(chunk.parsed))
+            for text in self._texts(chunk.parsed):
+                self.text.add(text)
 
     async def _finish(self, response: web.StreamResponse, usage: Usage, cost: Cost) -> None:
         options = self.request.stream_options

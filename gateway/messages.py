@@ -156,7 +156,7 @@ class MessagesRelay(BilledRelay[MessageEvents]):
                 await response.write(event.frame)
                 self.delivered += event.tokens
                 if event.tokens:
-                    self.text.append((event.data.get("delta") or {}).get("text") or "")
+                    self.text.add((event.data.get("delta") or {}).get("text") or "")
 
     async def _finish(self, response: web.StreamResponse, usage: Usage, cost: Cost) -> None:
         closing = {**self.closing, "usage": {**(self.closing.get("usage") or {}), **cost_body(cost)}}

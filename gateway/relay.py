@@ -15,11 +15,12 @@ from typing import Generic, Protocol, TypeVar
 import structlog
 from aiohttp import web
 
-from gateway.billing.charging import bill, despite_cancellation, record_failure
+from gateway.billing.charging import bill, despite_cancellation, keeps_text, record_failure
 from gateway.billing.pricing import Cost, Usage
 from gateway.catalogue import Resolved
 from gateway.errors import ApiError, UpstreamError, ledger_unavailable
 from gateway.jsonio import encode
+from gateway.kept_text import KeptText
 from gateway.services import Caller, Services
 from ledger.recorder import AppendRejected, LedgerUnavailable
 
@@ -73,7 +74,8 @@ class BilledRelay(abc.ABC, Generic[U]):
         self.upstream, self.prompt, self.byok = upstream, prompt, byok  # prompt: as retained
         self.usage: Usage | None = None  # as the provider reported it
         self.delivered = 0  # completion tokens sent to the client
-        self.text: list[str] = []  # the completion as sent, retained with the prompt
+        # The completion as sent, retained with the prompt: bounded, and nothing under retention none.
+        self.text = KeptText(keeps_text(services, caller))
 
     async def send(self, http_request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers=SSE_HEADERS)
@@ -106,7 +108,7 @@ class BilledRelay(abc.ABC, Generic[U]):
 
     def _kept(self, usage: Usage) -> dict:
         """The text the content store keeps of this request, when the organization keeps text."""
-        return {"request": self.prompt, "response": ["".join(self.text)]}
+        return self.text.marked({"request": self.prompt, "response": [self.text.text()]})
 
     async def _upstream_failed(self, response: web.StreamResponse, exc: UpstreamError) -> None:
         """Record the failure (not charged) and tell the client in the stream."""

@@ -48,6 +48,9 @@ class Directives(HostileDirectives, frozen=True, forbid_unknown_fields=True):
     drop_after: (stream) send the role chunk and K token chunks, then abort the
         TCP connection; (non-stream) abort without any response.
     cache_read: report this many of the prompt tokens as read from the prompt cache.
+    chunk_bytes: (OpenAI chat and completions streams, Gemini chat) each token delta is this many bytes
+        (its token repeated), so a stream of hundreds of megabytes takes seconds; the usage
+        reported still counts one token a delta.
     """
 
     status: ErrorStatus | None = None
@@ -58,6 +61,7 @@ class Directives(HostileDirectives, frozen=True, forbid_unknown_fields=True):
     hang_after: NonNegative | None = None
     drop_after: NonNegative | None = None
     cache_read: NonNegative | None = None
+    chunk_bytes: Annotated[int, msgspec.Meta(ge=1)] | None = None
 
 
 class MusicDirectives(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -63,7 +63,7 @@ from simulator.gemini_wire import (
 from simulator.plan import Plan, make_plan
 from simulator.recording import RECORD_KEY, Outcome
 from simulator.settings import SETTINGS_KEY
-from simulator.textgen import count_prompt_tokens, iter_tokens
+from simulator.textgen import count_prompt_tokens, iter_chunks
 
 CHAT_MODELS = frozenset({"gemini-2.5-flash", "gemini-2.5-pro", "gemini-2.5-flash-lite"})
 FUNCTION_CALL_TOKENS = 8
@@ -219,7 +219,7 @@ def compose(chat: ChatRequest, found: GeminiChatDirectives, plan: Plan, model: s
     calls = [] if function is None or plan.truncated else [function_call_part(function)]
     finish = found.finish or ("MAX_TOKENS" if plan.truncated else "STOP")
     count = (chat.generation_config.candidate_count if chat.generation_config else None) or 1
-    reply = Reply(f"sim{uuid.uuid4().hex[:20]}", model, list(iter_tokens(plan.tokens)), calls, finish,
+    reply = Reply(f"sim{uuid.uuid4().hex[:20]}", model, list(iter_chunks(plan.tokens, plan.chunk_bytes)), calls, finish,
                   count, prompt_tokens, min(found.cached or 0, prompt_tokens), found.thoughts or 0, found)
     return Answer(reply.body(), reply.events(), len(reply.texts), reply.broken_frames)
 

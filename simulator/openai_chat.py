@@ -34,7 +34,7 @@ from simulator.openai_wire import (
 from simulator.plan import Plan, generation_time, make_plan
 from simulator.recording import RECORD_KEY, Outcome
 from simulator.settings import SETTINGS_KEY
-from simulator.textgen import completion_text, count_prompt_tokens, iter_tokens
+from simulator.textgen import completion_text, count_prompt_tokens, iter_chunks
 
 CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
 
@@ -185,7 +185,7 @@ async def _send_tokens(
     """Write the token chunks up to the stream's cut, paced; False when the client left."""
     cut = stream_cut(plan)
     count = plan.tokens if cut is None else min(cut, plan.tokens)
-    for index, text in enumerate(iter_tokens(count)):
+    for index, text in enumerate(iter_chunks(count, plan.chunk_bytes)):
         if index and not await pace(request, plan.token_interval_s):
             return False
         await response.write(encoder.token(text))

@@ -31,7 +31,7 @@ from simulator.openai_wire import DONE_EVENT, SSE_HEADERS, StreamOptions, error_
 from simulator.plan import Plan, make_plan
 from simulator.recording import RECORD_KEY, Outcome
 from simulator.settings import SETTINGS_KEY
-from simulator.textgen import completion_text, iter_tokens
+from simulator.textgen import completion_text, iter_chunks
 
 COMPLETIONS_PATH = "/v1/completions"
 DEFAULT_MAX_TOKENS = 16
@@ -125,7 +125,7 @@ def _frame(payload: dict[str, Any]) -> bytes:
 async def _send_events(request: web.Request, response: web.StreamResponse, reply: Reply) -> Outcome:
     plan, head = reply.plan, reply.head()
     cut = stream_cut(plan)
-    for sent, text in enumerate(iter_tokens(plan.tokens if cut is None else min(cut, plan.tokens))):
+    for sent, text in enumerate(iter_chunks(plan.tokens if cut is None else min(cut, plan.tokens), plan.chunk_bytes)):
         if sent and not await pace(request, plan.token_interval_s):
             return "disconnected"
         await response.write(_frame({**head, "choices": [reply.choice(i, text, None) for i in range(reply.choices)]}))

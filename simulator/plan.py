@@ -23,6 +23,7 @@ class Plan(msgspec.Struct, frozen=True):
     hang: bool = False
     hang_after: int | None = None
     drop_after: int | None = None
+    chunk_bytes: int | None = None  # the size of each streamed delta, when not a token's
 
 
 def make_plan(settings: Settings, directives: Directives, limit: int | None) -> Plan:
@@ -40,6 +41,7 @@ def make_plan(settings: Settings, directives: Directives, limit: int | None) -> 
         hang=directives.hang,
         hang_after=directives.hang_after,
         drop_after=directives.drop_after,
+        chunk_bytes=directives.chunk_bytes,
     )
 
 

@@ -46,3 +46,12 @@ def iter_tokens(count: int) -> Iterator[str]:
 def completion_text(count: int) -> str:
     """The full completion text of `count` tokens."""
     return "".join(iter_tokens(count))
+
+
+def iter_chunks(count: int, size: int | None) -> Iterator[str]:
+    """The first `count` streamed deltas: the tokens, or with `size` (``[sim:chunk_bytes=N]``,
+    for a huge stream made fast) each token repeated and cut to `size` characters."""
+    if size is None:
+        return iter_tokens(count)
+    padded = tuple((text * (size // len(text) + 1))[:size] for text in _TOKENS)
+    return (padded[index % len(padded)] for index in range(count))

@@ -112,10 +112,15 @@ def request_event(caller: Caller, outcome: Outcome, content: Content | None = No
         attempts=tuple(caller.attempts))
 
 
+def keeps_text(services: Services, caller: Caller) -> bool:
+    """Whether the caller's organization keeps the text of its requests (retention is not none)."""
+    account = services.directory.account(caller.org_id)
+    return account is not None and account.retention != "none"
+
+
 def retained(services: Services, caller: Caller, suffix: str, text: object) -> Content | None:
     """`text` as a content row, or None when the organization keeps no text (retention none)."""
-    account = services.directory.account(caller.org_id)
-    if text is None or account is None or account.retention == "none":
+    if text is None or not keeps_text(services, caller):
         return None
     body = encode(text)
     return Content(f"cnt_{caller.request_id.removeprefix('req_')}{suffix}", body,

@@ -14,6 +14,7 @@ import msgspec
 from gateway.edge import MAX_WHOLE, WholeNumber, is_whole
 from gateway.errors import ApiError, bad_request
 from gateway.jsonio import loads, number
+from gateway.kept_text import marked
 from gateway.services import Caller, Services
 from ledger import log_queries
 from ledger.log_queries import LogRow
@@ -126,7 +127,8 @@ async def _content(services: Services, request_id: str, content_id: str) -> tupl
     if track is not None:
         return {"request": bodies[0], "response": bodies[1]}, "kept"
     kept = bodies[0] or {}
-    return {"request": kept.get("request"), "response": kept.get("response")}, "kept"
+    text = {"request": kept.get("request"), "response": kept.get("response")}
+    return marked(text, bool(kept.get("truncated"))), "kept"
 
 
 async def kept_text(services: Services, content_id: str) -> tuple[dict | None, str]:

@@ -8,6 +8,7 @@ from aiohttp import web
 
 from gateway.billing.pricing import Cost, Usage, cost_body
 from gateway.errors import ApiError
+from gateway import kept_text
 from gateway.jsonio import encode
 from gateway.keys import new_id
 from gateway.providers.base import ChatStream
@@ -76,7 +77,8 @@ class TranslatedRelay(ResponsesRelay[ChatStream]):
     def _kept(self, usage: Usage) -> dict:
         """The response as it ends (closed here, once, so what is kept is what is sent)."""
         self.closing = self.events.closing(usage, None)
-        return store.kept(self.ready.items, self.closing[-1]["response"], self.ready.request.store)
+        kept = store.kept(self.ready.items, self.closing[-1]["response"], self.ready.request.store)
+        return kept_text.marked(kept, self.events.truncated)
 
 
 class NativeRelay(ResponsesRelay[ResponseEvents]):
@@ -92,7 +94,7 @@ class NativeRelay(ResponsesRelay[ResponseEvents]):
             self.sequence_number = (parsed.get("sequence_number") or self.sequence_number) + 1
             self.delivered += event.tokens
             if parsed["type"] == "response.output_text.delta":
-                self.text.append(str(parsed.get("delta") or ""))
+                self.text.add(str(parsed.get("delta") or ""))
 
     def _named(self, event: dict) -> dict:
         """`event` with its response object (if it carries one) under the gateway's id and model."""
@@ -106,6 +108,6 @@ class NativeRelay(ResponsesRelay[ResponseEvents]):
             return store.kept(self.ready.items, self.closing[-1]["response"], self.ready.request.store)
         ready = self.ready
         sent = response_resource(ready.body, response_id=ready.response_id, model=ready.request.model,
-                                 created_at=ready.created_at, output=[message_item(new_id("msg"), "".join(self.text))],
+                                 created_at=ready.created_at, output=[message_item(new_id("msg"), self.text.text())],
                                  usage=usage, finish_reason=None)
-        return store.kept(ready.items, sent, ready.request.store)
+        return self.text.marked(store.kept(ready.items, sent, ready.request.store))

@@ -5,12 +5,16 @@ Each output item (the assistant's text, each tool call) is opened with its `adde
 closed with its `done` events when the next one opens or the stream ends; the last event
 carries the whole response, built as `translate.response_resource` builds the unstreamed one.
 Events are plain dicts numbered by `sequence_number` from 0. No I/O here.
+
+Each item keeps at most `kept_text.KEPT_TEXT_CHARS` of its text for its `done` events and the
+closing response (so a stream of any length relays in bounded memory); the deltas carry it all.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway.billing.pricing import Usage
 from gateway.keys import new_id
+from gateway.kept_text import KeptText
 from gateway.responses.translate import (INCOMPLETE_REASONS, function_call_item, message_item, output_text_part,
                                          response_resource)
 
@@ -22,8 +26,12 @@ class OutputItem:
     output_index: int
     item_id: str
     call: dict | None = None  # the chat tool call (id, function name) a function_call item is for
-    text: str = ""
+    kept: KeptText = field(default_factory=KeptText)
     status: str = "in_progress"
+
+    @property
+    def text(self) -> str:
+        return self.kept.text()
 
     def body(self) -> dict:
         if self.call is None:
@@ -48,8 +56,13 @@ class EventEncoder:
 
     @property
     def output_text(self) -> str:
-        """The text sent so far, for the content store."""
+        """The message text kept so far (each item's up to the cap)."""
         return "".join(item.text for item in self.items if item.call is None)
+
+    @property
+    def truncated(self) -> bool:
+        """Whether an item's text was cut to the cap."""
+        return any(item.kept.truncated for item in self.items)
 
     def opening(self) -> list[dict]:
         shell = self._response(None)
@@ -78,7 +91,7 @@ class EventEncoder:
         item = self._open_item()
         events = [] if item is not None and item.call is None else self._open(None)
         item = self.items[-1]
-        item.text += text
+        item.kept.add(text)
         return [*events, self._event("response.output_text.delta", **item.place(), content_index=0, delta=text,
                                      logprobs=[])]
 
@@ -92,7 +105,7 @@ class EventEncoder:
             self.calls[position] = self.items[-1]
         if function.get("arguments"):
             item = self.calls[position]
-            item.text += function["arguments"]
+            item.kept.add(function["arguments"])
             events.append(self._event("response.function_call_arguments.delta", **item.place(),
                                       delta=function["arguments"]))
         return events
