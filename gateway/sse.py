@@ -3,8 +3,15 @@
 from collections.abc import AsyncIterator
 
 from aiohttp import StreamReader
+from aiohttp.http_exceptions import LineTooLong
+
+from gateway.errors import UpstreamError
 
 DONE = b"data: [DONE]\n\n"
+# The most one upstream event may hold: what one is held whole in memory to relay, so a hostile
+# provider cannot grow it without end. A Responses API answer's closing events carry its whole
+# text, so this is well above any answer a model writes (aiohttp's own line limit, 128 KiB, is not).
+MAX_EVENT_BYTES = 8 << 20
 
 
 class SseEvent(tuple):
@@ -20,20 +27,36 @@ class SseEvent(tuple):
 
 
 async def events(content: StreamReader) -> AsyncIterator[SseEvent]:
-    """Yield each event as soon as its terminating blank line arrives (never buffered whole)."""
-    name, data = b"", list[bytes]()
-    async for raw in content:
+    """Yield each event as soon as its terminating blank line arrives (never buffered whole);
+    an event over MAX_EVENT_BYTES is the provider's failure (502)."""
+    name, data, size = b"", list[bytes](), 0
+    async for raw in _lines(content):
         line = raw.rstrip(b"\r\n")
         if not line:
             if data:
                 yield SseEvent((name, b"\n".join(data)))
-            name, data = b"", []
+            name, data, size = b"", [], 0
         elif line.startswith(b"data:"):
             data.append(line[5:].removeprefix(b" "))
+            size += len(line)
+            if size > MAX_EVENT_BYTES:
+                raise _oversized()
         elif line.startswith(b"event:"):
             name = line[6:].strip()
     if data:
         yield SseEvent((name, b"\n".join(data)))
+
+
+async def _lines(content: StreamReader) -> AsyncIterator[bytes]:
+    try:
+        while line := await content.readuntil(b"\n", max_size=MAX_EVENT_BYTES):
+            yield line
+    except LineTooLong:
+        raise _oversized() from None
+
+
+def _oversized() -> UpstreamError:
+    return UpstreamError(502, f"the provider sent a stream event over {MAX_EVENT_BYTES >> 20} MiB")
 
 
 def frame(data: bytes) -> bytes:

@@ -3,12 +3,16 @@
 under 50 MB; what a stream keeps of its text is capped (`KEPT_TEXT_CHARS`, the rest noted as
 truncated), and nothing is kept under retention `none`."""
 
+import asyncio
 import contextlib
 from pathlib import Path
+from unittest import mock
 
 import aiohttp
 import pytest
 
+from gateway import sse
+from gateway.errors import UpstreamError
 from gateway.kept_text import KEPT_TEXT_CHARS, KeptText
 
 from gateway_helpers import gateway_process, run_cli_async, simulator_providers_toml, write_config
@@ -103,3 +107,21 @@ def test_kept_text_keeps_its_first_characters_and_notes_the_cut():
     short.add("abcde")
     none.add("abc")
     assert (short.text(), short.marked({}), none.text(), none.truncated) == ("abcde", {}, "", False)
+
+
+async def upstream_events(*pieces: bytes) -> list[bytes]:
+    """The data of each event `sse.events` reads from an upstream body sent in `pieces`."""
+    content = aiohttp.StreamReader(mock.Mock(), 2**16, loop=asyncio.get_running_loop())
+    for piece in pieces:
+        content.feed_data(piece)
+    content.feed_eof()
+    return [event.data async for event in sse.events(content)]
+
+
+async def test_an_upstream_event_is_read_up_to_its_cap_and_refused_beyond():
+    long = b"x" * (1 << 20)  # beyond aiohttp's own 128 KiB line limit
+    assert await upstream_events(b"data: " + long + b"\n\n", b"data: a\ndata: b\n\n") == [long, b"a\nb"]
+    with pytest.raises(UpstreamError, match="over 8 MiB"):
+        await upstream_events(b"data: " + b"x" * (sse.MAX_EVENT_BYTES + 1) + b"\n\n")
+    with pytest.raises(UpstreamError, match="over 8 MiB"):  # as many lines, each short
+        await upstream_events(*[b"data: " + b"x" * 1000 + b"\n"] * (sse.MAX_EVENT_BYTES // 1000 + 1))
