@@ -19,6 +19,8 @@ MAX_WHOLE = 2**63 - 1  # the largest integer either ledger backend stores
 # lone surrogates (aiohttp's stand-ins for bytes that are not UTF-8; they cannot be encoded).
 NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
 _MAX_DIGITS = len(str(MAX_WHOLE))
+LOG_ID_PREFIX = "log_"  # a request log row's id is this and its ledger position
+LOG_ID_PATTERN = r"^log_[0-9]{1,19}$"  # what log_position accepts (below 2^63 too)
 Default = TypeVar("Default", int, None)  # None: the parameter may be absent
 
 
@@ -34,6 +36,19 @@ def whole_number(text: str, name: str, least: int, most: int) -> int:
     if not is_whole(text, least, most):
         raise bad_request(f"{name} must be a whole number from {least} to {most}, got {text!r}", name)
     return int(text)
+
+
+def log_position(text: str, name: str) -> int | None:
+    """The ledger position a request log id (`log_<n>`) names; None when `text` is no log id (a
+    request id, say); 400 naming `name` when it is one whose n is not a whole number in range.
+    Every route that takes a log id, in a path or a query, reads it here."""
+    if not text.startswith(LOG_ID_PREFIX):
+        return None
+    digits = text.removeprefix(LOG_ID_PREFIX)
+    if not is_whole(digits, 0, MAX_WHOLE):
+        raise bad_request(f"{name} must be a log id such as 'log_123' (ASCII digits, below 2^63),"
+                          f" got {text!r}", name)
+    return int(digits)
 
 
 class WholeNumber(msgspec.Struct, Generic[Default], frozen=True):

@@ -15,7 +15,7 @@ from gateway import __version__, audio, chat_request, completions, count_tokens,
 from gateway import models_route, transcription, upload
 from gateway.catalogue import Catalogue, Kind
 from gateway.dashboard import org_keys, request_log, usage
-from gateway.edge import WholeNumber
+from gateway.edge import LOG_ID_PATTERN, WholeNumber
 from gateway.errors import AnthropicErrorBody, ErrorBody, speaks_anthropic
 from gateway.jsonio import encode
 from gateway.music import history as music_history
@@ -118,7 +118,7 @@ OPERATIONS = MappingProxyType({
     ("GET", "/v1/usage"): Operation("Balance, spend and errors", query=(Param.whole(usage.DAYS),)),
     ("GET", "/v1/logs"): Operation("The request log, newest first", query=(
         Param.whole(request_log.LIMIT),
-        Param("before", {"type": "string", "pattern": request_log.LOG_ID_PATTERN}, "a page's next_cursor"),
+        Param("before", {"type": "string", "pattern": LOG_ID_PATTERN}, "a page's next_cursor"),
         Param("route"), Param("model"), Param.whole(request_log.STATUS))),
     ("GET", "/v1/logs/{log_id}"): Operation("One request of the log: the provider that answered, every attempt,"
                                             " and its text if kept"),

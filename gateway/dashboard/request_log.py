@@ -11,7 +11,7 @@ from decimal import Decimal
 
 import msgspec
 
-from gateway.edge import MAX_WHOLE, WholeNumber, is_whole
+from gateway.edge import LOG_ID_PREFIX, WholeNumber, log_position
 from gateway.errors import ApiError, bad_request
 from gateway.jsonio import loads, number
 from gateway.kept_text import marked
@@ -27,8 +27,6 @@ FILTERS = LOG_FILTERS
 PARAMETERS = frozenset({"limit", "before", *FILTERS})
 LIMIT = WholeNumber("limit", 1, MAX_LIMIT, DEFAULT_LIMIT, "entries on the page")
 STATUS = WholeNumber("status", 100, 599, None, description="only requests answered with this HTTP status")
-LOG_ID_PREFIX = "log_"
-LOG_ID_PATTERN = r"^log_[0-9]{1,19}$"  # what position_of accepts (below 2^63 too)
 
 
 class LogQuery(msgspec.Struct, frozen=True):
@@ -51,10 +49,9 @@ def parse_query(query: Mapping[str, str]) -> LogQuery:
 
 def position_of(log_id: str, name: str) -> int:
     """The position a `log_<n>` id names."""
-    digits = log_id.removeprefix(LOG_ID_PREFIX)
-    if digits == log_id or not is_whole(digits, 0, MAX_WHOLE):
+    if (position := log_position(log_id, name)) is None:
         raise bad_request(f"{name} must be a log id such as 'log_123' (a page's next_cursor), got {log_id!r}", name)
-    return int(digits)
+    return position
 
 
 def page_sql(org_id: str, query: LogQuery) -> tuple[str, tuple]:
@@ -76,7 +73,7 @@ def entry(row: LogRow) -> dict:
     """One request as the log shows it: what it cost, at which rate, and what the balance paid."""
     (request_id, position, at_us, route, model, provider, status, stream, key_id, prompt, completion,
      usd, inr, charged, rate, latency, error, _content_id, anomaly) = row
-    return {"id": request_id, "object": "request.log", "log_id": f"log_{position}",
+    return {"id": request_id, "object": "request.log", "log_id": f"{LOG_ID_PREFIX}{position}",
             "created": at_us // 1_000_000, "created_at": iso_time(at_us), "route": route, "model": model,
             "provider": provider, "status": status, "stream": bool(stream), "key_id": key_id,
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
@@ -99,8 +96,8 @@ def iso_time(at_us: int) -> str:
 async def detail(services: Services, caller: Caller, log_id: str) -> dict:
     """One request of the caller's: its log entry, every provider it tried (`attempts`, in order;
     the last answered, or failed last), and its prompt and response text if they are kept."""
-    if log_id.startswith(LOG_ID_PREFIX):
-        row = await log_queries.log_entry(services.recorder, caller.org_id, position=position_of(log_id, "id"))
+    if (position := log_position(log_id, "id")) is not None:
+        row = await log_queries.log_entry(services.recorder, caller.org_id, position=position)
     else:
         row = await log_queries.log_entry(services.recorder, caller.org_id, request_id=log_id)
     if row is None:  # the same answer for another org's request as for none at all

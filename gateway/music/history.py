@@ -2,7 +2,7 @@
 
 import msgspec
 
-from gateway.edge import WholeNumber
+from gateway.edge import LOG_ID_PREFIX, WholeNumber, log_position
 from gateway.errors import ApiError
 from gateway.jsonio import loads, number
 from gateway.services import Caller, Services
@@ -36,7 +36,7 @@ class Track(msgspec.Struct, frozen=True):
     @property
     def log_id(self) -> str:
         """The id of the request's row in the request log (spec 4.3), as the dashboard shows it."""
-        return f"log_{self.position}"
+        return f"{LOG_ID_PREFIX}{self.position}"
 
     @property
     def hosted(self) -> bool:
@@ -72,8 +72,8 @@ def history_item(track: Track) -> dict:
 
 async def find_track(services: Services, caller: Caller, track_id: str) -> Track:
     """The caller's track by request id or log row id; 404 alike for unknown and foreign ones."""
-    if track_id.startswith("log_") and track_id[4:].isdigit():
-        row = await log_queries.track_at(services.recorder, caller.org_id, int(track_id[4:]))
+    if (position := log_position(track_id, "track_id")) is not None:
+        row = await log_queries.track_at(services.recorder, caller.org_id, position)
     else:
         row = await log_queries.track(services.recorder, track_id)
     if row is None or row.org_id != caller.org_id:

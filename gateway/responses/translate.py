@@ -91,7 +91,7 @@ def add_item(messages: list[dict], item: object, where: str) -> None:
 
 def chat_message(item: dict, where: str) -> dict:
     role, content = item.get("role"), item.get("content")
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:  # a list or object is unhashable
         raise bad_request(f"{where}.role {role!r} is not one of user, assistant, system or developer",
                           param_of(f"{where}.role"))
     if isinstance(content, str):

@@ -2,6 +2,7 @@
 input gets a 4xx with the one JSON error body naming the field, never a 500."""
 
 import asyncio
+from urllib.parse import quote
 
 import pytest
 
@@ -33,6 +34,20 @@ async def get(gateway, org, path: str) -> tuple[int, dict]:
 async def test_a_log_id_beyond_64_bits_or_not_ascii_digits_is_a_400(gateway, org, log_id):
     status, body = await get(gateway, org, f"/v1/logs/{log_id}")
     assert_error(status, body, 400, "id")
+
+
+@pytest.mark.parametrize("kind", ["link", "content"])
+@pytest.mark.parametrize("track_id", ["log_99999999999999999999", "log_9223372036854775808", "log_\u00b2",
+                                      "log_\u0661", "log_\uff11", "log_1_000", "log_+1", "log_ 1"])
+async def test_a_track_log_id_beyond_63_bits_or_not_ascii_digits_is_a_400(gateway, org, kind, track_id):
+    """Issue 25 item 4: these were an OverflowError in the ledger and a ValueError from int()."""
+    status, body = await get(gateway, org, f"/v1/music/{quote(track_id, safe='')}/{kind}")
+    assert_error(status, body, 400, "track_id")
+
+
+async def test_a_track_log_id_in_range_that_names_nothing_is_a_404(gateway, org):
+    status, body = await get(gateway, org, "/v1/music/log_9223372036854775807/link")
+    assert_error(status, body, 404, None)
 
 
 @pytest.mark.parametrize("query, param", [
@@ -118,6 +133,25 @@ GEMINI, CLAUDE = "gemini-2.5-flash", "claude-haiku-4-5"
     (CLAUDE, {"max_tokens": 5, "messages": [{"role": "narrator", "content": "x"}]}, "messages")])
 async def test_chat_to_translated_providers_refuses_wrong_types(gateway, org, model, extra, param):
     status, answer = await post(gateway, org, "/v1/chat/completions", chat_body(model=model, **extra))
+    assert_error(status, answer, 400, param)
+
+
+@pytest.mark.parametrize("model", [GEMINI, CLAUDE, "gpt-4o-mini"])
+@pytest.mark.parametrize("extra, param", [
+    ({"reasoning": {"effort": ["low"]}}, "reasoning"), ({"reasoning": {"effort": {"x": 1}}}, "reasoning"),
+    ({"reasoning": ["low"]}, "reasoning"), ({"reasoning": {"summary": 5}}, "reasoning"),
+    ({"text": {"format": {"type": "json_schema", "name": ["x"], "schema": {}}}}, "text"),
+    ({"text": {"format": {"type": "json_schema", "name": "x", "schema": "s"}}}, "text"),
+    ({"text": {"format": ["json_object"]}}, "text"), ({"text": {"format": {"type": 5}}}, "text"),
+    ({"tools": [{"type": "function", "name": "f", "parameters": "p"}]}, "tools"),
+    ({"tools": [{"type": "function", "name": "f", "description": ["d"]}]}, "tools"),
+    ({"tools": [{"type": "function", "name": "f", "strict": "yes"}]}, "tools"),
+    ({"tools": [{"type": ["function"], "name": "f"}]}, "tools"),
+    ({"tool_choice": {"type": "function", "name": ["f"]}}, "tool_choice"), ({"tool_choice": 5}, "tool_choice")])
+async def test_responses_nested_fields_of_the_wrong_type_are_a_400_naming_the_field(gateway, org, model, extra,
+                                                                                     param):
+    """Issue 25 item 4: reasoning.effort as a list reached the Gemini translation untyped (a 500)."""
+    status, answer = await post(gateway, org, "/v1/responses", {"model": model, "input": "hi", **extra})
     assert_error(status, answer, 400, param)
 
 
