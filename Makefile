@@ -44,7 +44,7 @@ test: install clients browser wrk lint  ## the linters, then every test, against
 	$(PY) -m pytest
 
 fuzz: install  ## a longer soak of the fuzz suite (make test runs a short one); FUZZ_EXAMPLES cases per route and mode
-	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-400} $(PY) -m pytest tests/robustness/test_fuzz.py -q
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-400} $(PY) -m pytest tests/robustness/test_fuzz.py tests/robustness/test_fuzz_edges.py -q
 
 wrk:  ## Debian's wrk (the scale benchmark's load generator), when missing (without it tests/bench/test_bench_scale.py skips; in CI it fails)
 	@bash .ci/apt-install wrk wrk || echo "wrk is not installed: tests/bench/test_bench_scale.py will skip (and fail in CI)"
