@@ -107,6 +107,12 @@ class ModelRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     deactivated_at: Timestamp | None
     stability: str
 
+    def limit(self, name: str) -> int | None:
+        """A per-request limit as a number, when the catalogue states one in ASCII digits ("²" is a
+        digit to str.isdigit, and int() would read it)."""
+        text = self.per_request_limits.get(name, "")
+        return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
+
 
 class _FileRecord(ModelRecord, frozen=True, forbid_unknown_fields=True):
     """A record as a file may hold it: a saved GET /v1/models entry loads too, its

@@ -32,11 +32,10 @@ def anthropic_client(headers: Mapping[str, str]) -> bool:
 
 def anthropic_entry(record: ModelRecord, now: datetime) -> dict:
     """`record`'s listing entry with the fields the anthropic SDK's ModelInfo reads."""
-    limit = record.per_request_limits.get("max_completion_tokens")
     return {**listed(record), "type": "model", "display_name": record.name,
             "created_at": datetime.fromtimestamp(record.created, UTC), "lifecycle": lifecycle(record, now),
             "retires_at": record.deactivated_at, "max_input_tokens": record.context_length or None,
-            "max_tokens": int(limit) if limit and limit.isdigit() else None}
+            "max_tokens": record.limit("max_completion_tokens")}
 
 
 def lifecycle(record: ModelRecord, now: datetime) -> str:

@@ -25,8 +25,8 @@ OUTPUT_LIMITS = ("max_completion_tokens", "max_response_output_tokens")
 def output_limit(model: Resolved) -> int:
     """The most output tokens one answer of `model` may hold: its catalogue limit, else its context."""
     for name in OUTPUT_LIMITS:
-        if (limit := model.record.per_request_limits.get(name, "")).isdigit():
-            return int(limit)
+        if (limit := model.record.limit(name)) is not None:
+            return limit
     return model.record.context_length
 
 

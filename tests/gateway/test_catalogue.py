@@ -298,3 +298,12 @@ def test_each_entry_names_its_owner_as_openai_lists_models(catalogue):
     records = body(catalogue)
     assert {(r["object"], r["owned_by"]) for r in records.values()} == {
         ("model", "openai"), ("model", "anthropic"), ("model", "google")}
+
+
+@pytest.mark.parametrize(("text", "expected"), [("16384", 16384), ("²", None), ("١٢", None), ("", None),
+                                                ("1" * 40, None), ("-1", None)])
+def test_a_per_request_limit_is_read_only_in_ascii_digits(text, expected):
+    import msgspec
+    record = Catalogue.load().resolve("gpt-4o-mini").record
+    odd = msgspec.structs.replace(record, per_request_limits={"max_completion_tokens": text})
+    assert odd.limit("max_completion_tokens") == expected
