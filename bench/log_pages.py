@@ -19,7 +19,8 @@ from pathlib import Path
 
 from gateway.dashboard.request_log import page_sql, parse_query
 from ledger.queries import USAGE
-from ledger.projections import BACKFILL_V5, INSERT_REQUEST, US_PER_DAY
+from ledger.backfills import BACKFILL_V5
+from ledger.projections import INSERT_REQUEST, US_PER_DAY
 from ledger.sqlite import SQLiteRecorder
 
 ORGS = ("org_big", "org_b", "org_c", "org_d")

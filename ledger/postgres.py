@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 import msgspec
 
-from ledger import periods, projections, schema
+from ledger import backfills, periods, projections, schema
 from ledger.events import decode_event
 from ledger.pg_writes import Run, SetWriter, numbered
 from ledger.recorder import (
@@ -159,8 +159,7 @@ class PostgresRecorder(Recorder):
             if found < SCHEMA_VERSION and migrate:
                 await db.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
                 await db.execute(SCHEMA, timeout=MIGRATE_TIMEOUT_S)
-                for statement in (projections.BACKFILL_V5 + projections.BACKFILL_V7  # a new store: nothing to fill
-                                  + projections.backfill_v8(_json_field)):
+                for statement in backfills.all_of(_json_field):  # a new store: nothing to fill
                     await db.execute(statement, timeout=MIGRATE_TIMEOUT_S)
                 await db.execute(SCHEMA_VERSIONS)
                 await db.execute("INSERT INTO ledger_schema (version, applied_at_us) VALUES ($1, $2)",

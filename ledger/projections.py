@@ -85,36 +85,6 @@ SET_KEY_BUDGET = (
     " ON CONFLICT (key_id) DO UPDATE SET budget_inr_nano = excluded.budget_inr_nano,"
     " budget_period = excluded.budget_period, models = excluded.models,"
     " expires_at_us = excluded.expires_at_us, set_at_us = excluded.set_at_us")
-# Schema version 7 added each key's daily spend; a store upgraded from an older one fills it from
-# the request log, exactly as a replay of its events would (holds of older events name no key).
-BACKFILL_V7 = (
-    "DELETE FROM key_spend_daily",
-    (f"INSERT INTO key_spend_daily (org_id, key_id, day, charged_inr_nano) SELECT org_id, key_id,"
-     f" created_at_us / {US_PER_DAY}, SUM(charged_inr_nano) FROM request_log"
-     f" WHERE charged_inr_nano > 0 GROUP BY org_id, key_id, created_at_us / {US_PER_DAY}"),
-)
-# Schema version 8 added the holds table; a store upgraded from an older one fills it from the hold
-# events, exactly as a replay would (older holds have no lease: LEGACY_LEASE_US). {field} reads
-# a field of an event's JSON in the backend's dialect (ledger.sqlite, ledger.postgres).
-_HOLD_DELTA = "CASE type WHEN 'credits_held' THEN 1 ELSE -1 END * CAST({amount} AS BIGINT)"
-BACKFILL_V8 = (
-    "DELETE FROM holds",
-    ("INSERT INTO holds (hold_id, org_id, key_id, amount_inr_nano, lapses_at_us, lapse_position)"
-     f" SELECT g.hold_id, g.stream_id, g.key_id, g.amount, e.recorded_at_us + {LEGACY_LEASE_US}, g.last FROM"
-     " (SELECT {hold_id} AS hold_id, stream_id, MAX(COALESCE({key_id}, '')) AS key_id,"
-     " SUM(" + _HOLD_DELTA + ") AS amount, MAX(CASE type WHEN 'credits_held' THEN position END) AS last"
-     " FROM events WHERE type IN ('credits_held', 'hold_released') GROUP BY {hold_id}, stream_id"
-     " HAVING SUM(" + _HOLD_DELTA + ") > 0) AS g JOIN events e ON e.position = g.last"),
-)
-
-
-def backfill_v8(field: Callable[[str], str]) -> tuple[str, ...]:
-    """BACKFILL_V8 with `field(name)` the backend's expression for a field of `events.data`."""
-    names = {name: field(name) for name in ("hold_id", "key_id", "amount")}
-    names["amount"] = field("amount_inr_nano")
-    return tuple(statement.format(**names) for statement in BACKFILL_V8)
-
-
 INSERT_ORG = ("INSERT INTO orgs (org_id, name, retention, created_at_us, credits_inr_nano,"
               " spent_inr_nano, held_inr_nano, requests) VALUES (?, ?, ?, ?, 0, 0, 0, 0)")
 ADD_HELD = "UPDATE orgs SET held_inr_nano = held_inr_nano + ? WHERE org_id = ?"
@@ -178,17 +148,6 @@ ADD_DAILY_USAGE = (
     " completion_tokens = usage_daily.completion_tokens + excluded.completion_tokens,"
     " cost_usd_nano = usage_daily.cost_usd_nano + excluded.cost_usd_nano,"
     " charged_inr_nano = usage_daily.charged_inr_nano + excluded.charged_inr_nano")
-# Schema version 5 added the two projections above; a store upgraded from an older version
-# fills them from the request log, exactly as a replay of its events would.
-BACKFILL_V5 = (
-    ("UPDATE api_keys SET last_used_at_us = (SELECT MAX(r.created_at_us) FROM request_log r"
-     " WHERE r.key_id = api_keys.key_id AND r.org_id = api_keys.org_id)"),
-    "DELETE FROM usage_daily",
-    (f"INSERT INTO usage_daily (org_id, day, route, model, status, requests, prompt_tokens,"
-     f" completion_tokens, cost_usd_nano, charged_inr_nano) SELECT org_id, created_at_us / {US_PER_DAY},"
-     f" route, model, status, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(cost_usd_nano),"
-     f" SUM(charged_inr_nano) FROM request_log GROUP BY org_id, created_at_us / {US_PER_DAY}, route, model, status"),
-)
 INSERT_REQUEST = (
     "INSERT INTO request_log (request_id, org_id, position, key_id, created_at_us, route, model,"
     " provider, status, stream, prompt_tokens, completion_tokens, cost_usd_nano, cost_inr_nano,"

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, cast
 import aiosqlite
 import msgspec
 
-from ledger import projections, schema, sqlite_writes
+from ledger import backfills, projections, schema, sqlite_writes
 from ledger.events import decode_event
 from ledger.recorder import (
     CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, Clock, CorruptEvent, Outcome, Recorded, Recorder,
@@ -337,7 +337,7 @@ async def _upgrade(db: aiosqlite.Connection) -> None:
         await db.execute("ALTER TABLE api_keys ADD COLUMN held_inr_nano INTEGER NOT NULL DEFAULT 0")
     if not await _has_column(db, "request_log", "anomaly"):  # v8
         await db.execute("ALTER TABLE request_log ADD COLUMN anomaly TEXT NOT NULL DEFAULT ''")
-    for statement in projections.BACKFILL_V5 + projections.BACKFILL_V7 + projections.backfill_v8(_json_field):
+    for statement in backfills.all_of(_json_field):
         await db.execute(statement)
 
 

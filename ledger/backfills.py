@@ -1,0 +1,56 @@
+"""Filling the projections a schema upgrade added, from what an older store already has.
+
+Each statement leaves the new table exactly as a replay of the store's events would
+(ledger.projections says how each event changes it); ledger.sqlite and ledger.postgres run them
+once, in the migrating open, after adding the tables and columns.
+"""
+
+from collections.abc import Callable
+
+from ledger.events import LEGACY_LEASE_US
+from ledger.periods import US_PER_DAY
+
+# Schema version 5 added api_keys.last_used_at_us and usage_daily; a store upgraded from an older version
+# fills them from the request log, exactly as a replay of its events would.
+BACKFILL_V5 = (
+    ("UPDATE api_keys SET last_used_at_us = (SELECT MAX(r.created_at_us) FROM request_log r"
+     " WHERE r.key_id = api_keys.key_id AND r.org_id = api_keys.org_id)"),
+    "DELETE FROM usage_daily",
+    (f"INSERT INTO usage_daily (org_id, day, route, model, status, requests, prompt_tokens,"
+     f" completion_tokens, cost_usd_nano, charged_inr_nano) SELECT org_id, created_at_us / {US_PER_DAY},"
+     f" route, model, status, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(cost_usd_nano),"
+     f" SUM(charged_inr_nano) FROM request_log GROUP BY org_id, created_at_us / {US_PER_DAY}, route, model, status"),
+)
+# Schema version 7 added each key's daily spend; a store upgraded from an older one fills it from
+# the request log, exactly as a replay of its events would (holds of older events name no key).
+BACKFILL_V7 = (
+    "DELETE FROM key_spend_daily",
+    (f"INSERT INTO key_spend_daily (org_id, key_id, day, charged_inr_nano) SELECT org_id, key_id,"
+     f" created_at_us / {US_PER_DAY}, SUM(charged_inr_nano) FROM request_log"
+     f" WHERE charged_inr_nano > 0 GROUP BY org_id, key_id, created_at_us / {US_PER_DAY}"),
+)
+# Schema version 8 added the holds table; a store upgraded from an older one fills it from the hold
+# events, exactly as a replay would (older holds have no lease: LEGACY_LEASE_US). {field} reads
+# a field of an event's JSON in the backend's dialect (ledger.sqlite, ledger.postgres).
+_HOLD_DELTA = "CASE type WHEN 'credits_held' THEN 1 ELSE -1 END * CAST({amount} AS BIGINT)"
+BACKFILL_V8 = (
+    "DELETE FROM holds",
+    ("INSERT INTO holds (hold_id, org_id, key_id, amount_inr_nano, lapses_at_us, lapse_position)"
+     f" SELECT g.hold_id, g.stream_id, g.key_id, g.amount, e.recorded_at_us + {LEGACY_LEASE_US}, g.last FROM"
+     " (SELECT {hold_id} AS hold_id, stream_id, MAX(COALESCE({key_id}, '')) AS key_id,"
+     " SUM(" + _HOLD_DELTA + ") AS amount, MAX(CASE type WHEN 'credits_held' THEN position END) AS last"
+     " FROM events WHERE type IN ('credits_held', 'hold_released') GROUP BY {hold_id}, stream_id"
+     " HAVING SUM(" + _HOLD_DELTA + ") > 0) AS g JOIN events e ON e.position = g.last"),
+)
+
+
+def backfill_v8(field: Callable[[str], str]) -> tuple[str, ...]:
+    """BACKFILL_V8 with `field(name)` the backend's expression for a field of `events.data`."""
+    names = {name: field(name) for name in ("hold_id", "key_id", "amount")}
+    names["amount"] = field("amount_inr_nano")
+    return tuple(statement.format(**names) for statement in BACKFILL_V8)
+
+
+def all_of(field: Callable[[str], str]) -> tuple[str, ...]:
+    """Every backfill, in order; `field` as in backfill_v8."""
+    return BACKFILL_V5 + BACKFILL_V7 + backfill_v8(field)
