@@ -18,6 +18,7 @@ from gateway.errors import ApiError, UpstreamError
 from gateway.providers import google_chat as wire
 from gateway.providers import google_chat_request as request_wire
 from gateway.sealing import Sealer
+from gateway.state import SERVICES
 from simulator.textgen import completion_text, iter_tokens
 from support import (
     PROVIDER_KEY, decimal_json, poll, post_chat, request_events, sse_lines, upstream_requests,
@@ -441,7 +442,11 @@ async def test_image_url_that_is_not_a_data_url_is_400_without_upstream_call(gat
     assert response.status == 400
     error = (await response.json())["error"]
     assert error["param"] == "messages[0].content[1].image_url" and "data URL" in error["message"]
-    assert await upstream_requests(gateway, simulator) == [] and await request_events(gateway) == []
+    assert await upstream_requests(gateway, simulator) == []
+    # The body is translated after the worst case was held: the hold's background release records
+    # the request, uncharged, with its 400 (gateway.billing.releases); never a charge.
+    await gateway.server.app[SERVICES].releases.settled()
+    assert all((e.status, e.charged_inr_nano) == (400, 0) for e in await request_events(gateway))
 
 
 async def test_the_orgs_own_google_key_is_used_for_chat(make_gateway, config, simulator):
