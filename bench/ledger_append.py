@@ -85,7 +85,7 @@ async def measure(recorder: Recorder, args: argparse.Namespace) -> dict:
 
 
 async def on_sqlite(args: argparse.Namespace) -> dict:
-    from ledger.sqlite import SQLiteRecorder
+    from ledger.backends.sqlite import SQLiteRecorder
 
     with tempfile.TemporaryDirectory(prefix="ledger-append-") as directory:
         return await measure(SQLiteRecorder(str(Path(directory) / "ledger.db")), args)
@@ -94,7 +94,7 @@ async def on_sqlite(args: argparse.Namespace) -> dict:
 async def on_postgresql(args: argparse.Namespace) -> dict | None:
     if not ledger_check.postgres_reachable(args.postgres_dsn):
         return None
-    from ledger.postgres import PostgresRecorder
+    from ledger.backends.postgres import PostgresRecorder
 
     schema = f"bench_append_{uuid.uuid4().hex[:10]}"
     try:

@@ -21,7 +21,7 @@ from gateway.dashboard.request_log import page_sql, parse_query
 from ledger.queries import USAGE
 from ledger.backfills import BACKFILL_V5
 from ledger.projections import INSERT_REQUEST, US_PER_DAY
-from ledger.sqlite import SQLiteRecorder
+from ledger.backends.sqlite import SQLiteRecorder
 
 ORGS = ("org_big", "org_b", "org_c", "org_d")
 ROUTES = ("/v1/chat/completions", "/v1/embeddings", "/v1/audio/speech", "/v1/messages")

@@ -1,4 +1,4 @@
-"""The application factory: one cleanup context per resource, typed keys (gateway.state), thin
+"""The application factory: one cleanup context per resource, typed keys (gateway.edge.state), thin
 handlers (gateway.handlers, which holds the route table)."""
 
 import asyncio
@@ -7,30 +7,42 @@ from collections.abc import AsyncIterator
 import aiohttp
 from aiohttp import web
 
-from gateway import providers, realtime, redis_client
+from gateway import providers, redis_client
+from gateway.realtime import session as realtime
 from gateway.billing.escrow import Escrow
 from gateway.billing.leases import HoldLeases
 from gateway.billing.releases import Releases
-from gateway.body_budget import BodyBudget
+from gateway.edge.body_budget import BodyBudget
 from gateway.catalogue import Catalogue
 from gateway.config import Config, LedgerConfig
-from gateway.directory import Directory
+from gateway.accounts.directory import Directory
 from gateway.handlers import MAX_BODY_BYTES, setup_routes
-from gateway.intake import intake
-from gateway.limits import RateLimiter
-from gateway.metrics import Metrics
-from gateway.middleware import add_request_id, authenticate, observe
+from gateway.edge.intake import intake
+from gateway.accounts.limits import RateLimiter
+from gateway.ops.metrics import Metrics
+from gateway.edge.middleware import add_request_id, authenticate, observe
 from gateway.music.idempotency import IdempotencyKeys
 from gateway.music.links import Signer
-from gateway.provider_keys import ProviderKeys
+from gateway.accounts.provider_keys import ProviderKeys
 from gateway.providers.http import Upstream
-from gateway.redaction import Redactor
+from gateway.accounts.redaction import Redactor
 from gateway.routing.circuits import Circuits
 from gateway.routing.router import Router
-from gateway.sealing import Sealer
+from gateway.accounts.sealing import Sealer
 from gateway.services import Services
-from gateway.state import (
-    BODY_BUDGET, CLOCK, CONFIG, LEDGER, METRICS, REDIS, ROUTER, SERVICES, SESSIONS, STORE, UPSTREAM, Ledger,
+from gateway.edge.state import (
+    BODY_BUDGET,
+    CLOCK,
+    CONFIG,
+    LEDGER,
+    METRICS,
+    REDIS,
+    ROUTER,
+    SERVICES,
+    SESSIONS,
+    STORE,
+    UPSTREAM,
+    Ledger,
 )
 from ledger.backends import recorder_for
 from ledger.follower import LogFollower

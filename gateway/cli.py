@@ -9,14 +9,16 @@ from typing import TypeVar
 
 import msgspec
 
-from gateway import admin, config as config_module, demo, key_policy, log_setup, server, workers
+from gateway.accounts import admin, key_policy
+from gateway import config as config_module, demo, server, workers
+from gateway.ops import log_setup
 from gateway.catalogue import Catalogue
-from gateway.admin import AdminError
+from gateway.accounts.admin import AdminError
 from gateway.app import ledger_recorder
 from gateway.config import Config, ConfigError
 from gateway.jsonio import lines
-from gateway.redaction import Redactor
-from gateway.sealing import Sealer
+from gateway.accounts.redaction import Redactor
+from gateway.accounts.sealing import Sealer
 from ledger import audit
 from ledger.recorder import SCHEMA_VERSION, LedgerUnavailable, Recorder, SchemaOutOfDate
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from ledger.timeouts import CONNECT_TIMEOUT_S, STATEMENT_TIMEOUT_S
+from ledger.backends.timeouts import CONNECT_TIMEOUT_S, STATEMENT_TIMEOUT_S
 from storage.settings import StorageSettings
 
 ENV_PREFIX = "GATEWAY_"

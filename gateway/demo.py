@@ -5,7 +5,8 @@ import sys
 
 import msgspec
 
-from gateway import admin, server
+from gateway.accounts import admin
+from gateway import server
 from gateway.app import ledger_recorder
 from gateway.config import Config
 from gateway.jsonio import loads

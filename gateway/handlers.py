@@ -6,15 +6,21 @@ calls one service function and renders the answer."""
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from gateway import audio, chat, completions, count_tokens, embeddings, health, messages, models_route, realtime
-from gateway import transcription, upload
-from gateway.bodies import NO_STORE, json_response, parse_body
+from gateway.audio import speech as audio
+from gateway.chat import service as chat, completions
+from gateway.messages import count_tokens, service as messages
+from gateway.embeddings import service as embeddings
+from gateway.ops import health
+from gateway.models import listing as models_route
+from gateway.realtime import session as realtime
+from gateway.audio import transcription, upload
+from gateway.edge.bodies import NO_STORE, json_response, parse_body
 from gateway.dashboard import routes as dashboard_routes
 from gateway.music import routes as music_routes
 from gateway.music.request import MAX_BODY_BYTES as MUSIC_BODY_BYTES
 from gateway.responses import routes as responses_routes
-from gateway.openapi import build as build_openapi
-from gateway.state import CALLER, DOCUMENT, FACTS, METRICS, SERVICES
+from gateway.edge.openapi import build as build_openapi
+from gateway.edge.state import CALLER, DOCUMENT, FACTS, METRICS, SERVICES
 
 MAX_BODY_BYTES = MUSIC_BODY_BYTES  # the largest any route accepts: music's reference images
 CHAT_BODY_BYTES = 32 * 1024 * 1024
@@ -101,7 +107,7 @@ async def create_speech(request: web.Request) -> web.StreamResponse:
 
 
 async def create_transcription(request: web.Request) -> web.Response:
-    """Multipart, read part by part: the file goes upstream as it arrives (see gateway.upload)."""
+    """Multipart, read part by part: the file goes upstream as it arrives (see gateway.audio.upload)."""
     form = await upload.open_form(request)
     body, content_type = await transcription.transcribe(request.app[SERVICES], request[CALLER], form)
     charset = "utf-8" if content_type == "text/plain" else None
@@ -113,7 +119,7 @@ async def openapi_document(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    """Prometheus text format; every worker's samples summed (see gateway.metrics)."""
+    """Prometheus text format; every worker's samples summed (see gateway.ops.metrics)."""
     services = request.app[SERVICES]
     body = await request.app[METRICS].render(services.recorder, services.router.circuits.states())
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -8,7 +8,7 @@ from typing import Generic, TypeVar
 import msgspec
 
 from gateway.catalogue import Kind, Resolved, UnknownModel
-from gateway.errors import ApiError, bad_request
+from gateway.edge.errors import ApiError, bad_request
 from gateway.providers.capabilities import (
     ChatProvider, CompletionProvider, EmbeddingProvider, MusicProvider, Providers, RealtimeProvider, SpeechProvider,
     TranscriptionProvider,

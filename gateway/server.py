@@ -10,7 +10,7 @@ from aiohttp import web
 
 from gateway.app import create_app
 from gateway.config import Config
-from gateway.connections import GuardedAppRunner, Timeouts
+from gateway.edge.connections import GuardedAppRunner, Timeouts
 
 log = structlog.get_logger("gateway.server")
 

@@ -10,15 +10,15 @@ from gateway.billing.leases import HoldLeases
 from gateway.billing.releases import Releases
 from gateway.catalogue import Catalogue
 from gateway.config import Config
-from gateway.directory import Directory, Principal
-from gateway.facts import RequestFacts
-from gateway.limits import Limits, RateLimiter
-from gateway.metrics import Metrics
+from gateway.accounts.directory import Directory, Principal
+from gateway.ops.facts import RequestFacts
+from gateway.accounts.limits import Limits, RateLimiter
+from gateway.ops.metrics import Metrics
 from gateway.music.idempotency import IdempotencyKeys
 from gateway.music.links import Signer
-from gateway.provider_keys import ProviderKeys
+from gateway.accounts.provider_keys import ProviderKeys
 from gateway.providers.capabilities import Providers
-from gateway.redaction import Redactor
+from gateway.accounts.redaction import Redactor
 from gateway.routing.router import Router
 from ledger.events import Attempt, CreditsHeld
 from ledger.recorder import Recorder
@@ -61,7 +61,7 @@ class Caller(msgspec.Struct, frozen=True):
     principal: Principal
     request_id: str
     started: float = msgspec.field(default_factory=time.monotonic)
-    # What the request turned out to be, for its log line and metrics (gateway.facts)
+    # What the request turned out to be, for its log line and metrics (gateway.ops.facts)
     facts: RequestFacts = msgspec.field(default_factory=RequestFacts)
     # Its upstream calls, in order, for its ledger event (gateway.routing.failover)
     attempts: list[Attempt] = msgspec.field(default_factory=list)

@@ -21,10 +21,11 @@ from multiprocessing.process import BaseProcess
 import msgspec
 import structlog
 
-from gateway import log_setup, server
+from gateway.ops import log_setup
+from gateway import server
 from gateway.config import Config
-from gateway.metrics import MULTIPROCESS_DIR
-from gateway.redaction import Redactor
+from gateway.ops.metrics import MULTIPROCESS_DIR
+from gateway.accounts.redaction import Redactor
 
 log = structlog.get_logger("gateway.workers")
 

@@ -1,7 +1,7 @@
 """Filling the projections a schema upgrade added, from what an older store already has.
 
 Each statement leaves the new table exactly as a replay of the store's events would
-(ledger.projections says how each event changes it); ledger.sqlite and ledger.postgres run them
+(ledger.projections says how each event changes it); ledger.backends.sqlite and ledger.backends.postgres run them
 once, in the migrating open, after adding the tables and columns.
 """
 
@@ -31,7 +31,7 @@ BACKFILL_V7 = (
 )
 # Schema version 8 added the holds table; a store upgraded from an older one fills it from the hold
 # events, exactly as a replay would (older holds have no lease: LEGACY_LEASE_US). {field} reads
-# a field of an event's JSON in the backend's dialect (ledger.sqlite, ledger.postgres).
+# a field of an event's JSON in the backend's dialect (ledger.backends.sqlite, ledger.backends.postgres).
 _HOLD_DELTA = "CASE type WHEN 'credits_held' THEN 1 ELSE -1 END * CAST({amount} AS BIGINT)"
 BACKFILL_V8 = (
     "DELETE FROM holds",

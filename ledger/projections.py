@@ -262,7 +262,7 @@ def grouped(recorded: Iterable[Recorded]) -> list[tuple[str, list[tuple]]]:
 
 
 # What an append writes beside the projections, in the same portable form (qmark, one row per
-# parameter tuple), so that ledger.pg_writes applies these as sets too.
+# parameter tuple), so that ledger.backends.pg_writes applies these as sets too.
 INSERT_EVENT = ("INSERT INTO events (position, stream_id, version, type, recorded_at_us, data, hash)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)")
 INSERT_CONTENT = ("INSERT INTO content (content_id, stream_id, sha256, body, created_at_us)"
@@ -319,7 +319,7 @@ def _once(rows: list[tuple], key: slice) -> tuple:
 # Statements whose rows of one batch fold into one per row they change, the tables coming out the
 # same (additions add up, a key's last use is the latest): the parameters naming the row, and how
 # the parameters of all of a row's statements combine. A run of them changes each row once, so it
-# can also be applied as one set (see ledger.pg_writes).
+# can also be applied as one set (see ledger.backends.pg_writes).
 FOLDED: dict[str, tuple[slice, Callable[[list[tuple], slice], tuple]]] = {
     ADD_SPEND: (slice(3, 4), _sum), PUT_HOLD: (slice(0, 1), _summed_hold), TAKE_HOLD: (slice(1, 2), _sum),
     DROP_EMPTY_HOLD: (slice(0, 1), _once), RENEW_HOLD: (slice(2, 3), _latest_renewal),

@@ -9,10 +9,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from gateway import admin
+from gateway.accounts import admin
 from gateway.app import create_app
 from gateway.config import Config, ProviderConfig
-from gateway.state import LEDGER
+from gateway.edge.state import LEDGER
 from ledger.money import from_nano
 from support import PROVIDER_KEY, S3_CREDENTIALS, postgres_schema, postgres_url
 from simulator.app import create_app as create_simulator

@@ -5,7 +5,7 @@ prompt and cache-write prices, plus, at the completion price, the output the req
 model write AS IT IS SENT UPSTREAM to the provider that answers (an `Allowance`, which each
 adapter reads off the body it sends: the limit it forwards, else the model's output limit, in
 each answer it asks for). Which body goes to which provider is each route's to say
-(gateway.chat, messages, completions, embeddings, responses.service, realtime). Flat-priced
+(gateway.chat.service, messages, completions, embeddings, responses.service, realtime). Flat-priced
 models: the price.
 """
 

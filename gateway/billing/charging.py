@@ -11,7 +11,7 @@ import structlog
 
 from gateway.billing.pricing import FREE, NO_USAGE, Cost, Usage, cost_headers, model_cost
 from gateway.catalogue import Resolved
-from gateway.errors import ApiError, UpstreamError
+from gateway.edge.errors import ApiError, UpstreamError
 from gateway.jsonio import encode
 from gateway.services import Caller, Services
 from ledger.events import Event, RequestCompleted

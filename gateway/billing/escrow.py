@@ -25,9 +25,9 @@ import structlog
 
 from gateway.billing.leases import HoldLeases
 from gateway.config import BillingConfig
-from gateway.directory import Directory
-from gateway.keys import new_id
-from gateway.metrics import Metrics
+from gateway.accounts.directory import Directory
+from gateway.accounts.keys import new_id
+from gateway.ops.metrics import Metrics
 from ledger import queries
 from ledger.events import CreditsHeld, Draw, HoldReleased
 from ledger.recorder import Append, BudgetExceeded, InsufficientCredit, LedgerError, Recorder

@@ -12,7 +12,7 @@ import asyncio
 
 import structlog
 
-from gateway.metrics import Metrics
+from gateway.ops.metrics import Metrics
 from ledger import leases
 from ledger.events import HoldsRenewed
 from ledger.recorder import Append, LedgerError, Recorder

@@ -5,7 +5,7 @@ from decimal import Decimal
 import msgspec
 
 from gateway.catalogue import Prices
-from gateway.errors import UpstreamError
+from gateway.edge.errors import UpstreamError
 from gateway.jsonio import number
 from ledger.money import format_amount, from_nano, to_nano
 

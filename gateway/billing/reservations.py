@@ -19,9 +19,9 @@ import msgspec
 
 from gateway.billing.charging import Outcome, appended, held, refused, request_event, require_credit
 from gateway.catalogue import Resolved
-from gateway.directory import SpendLimits
-from gateway.errors import ApiError
-from gateway.keys import new_id
+from gateway.accounts.directory import SpendLimits
+from gateway.edge.errors import ApiError
+from gateway.accounts.keys import new_id
 from gateway.services import Caller, Services
 from ledger import periods
 from ledger.events import CreditsHeld, Event

@@ -1,5 +1,5 @@
 """An organization's own API keys (GET/POST /v1/keys, PATCH/DELETE /v1/keys/{id}), with their
-spend controls (budget, allowed models, expiry: see gateway.admin.spend_limits).
+spend controls (budget, allowed models, expiry: see gateway.accounts.admin.spend_limits).
 
 Every key of the org may list them; only keys created with the admin flag may create, change or
 revoke. Changes go through the group-commit writer, so this process's directory knows a new key,
@@ -12,9 +12,9 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from gateway import admin, key_policy, keys
-from gateway.admin import AdminError, key_created
-from gateway.errors import ApiError
+from gateway.accounts import admin, key_policy, keys
+from gateway.accounts.admin import AdminError, key_created
+from gateway.edge.errors import ApiError
 from gateway.jsonio import number
 from gateway.services import Caller, Services
 from ledger import periods, queries
@@ -34,7 +34,7 @@ class LimitsChange(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     expires_at: Annotated[str, msgspec.Meta(max_length=64)] | UnsetType | None = UNSET
 
     def change(self) -> admin.SpendChange:
-        """The same change as the CLI's options say it (gateway.admin.SpendChange)."""
+        """The same change as the CLI's options say it (gateway.accounts.admin.SpendChange)."""
         given = self.budget_inr
         budget: str | UnsetType = given if given is UNSET else "" if given is None else str(given)
         return admin.SpendChange(budget_inr=budget, budget_period=_cleared(self.budget_period),

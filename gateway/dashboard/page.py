@@ -9,7 +9,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from gateway.errors import ApiError
+from gateway.edge.errors import ApiError
 
 STATIC = Path(__file__).with_name("static")
 POLICY = "; ".join((

@@ -11,8 +11,8 @@ from decimal import Decimal
 
 import msgspec
 
-from gateway.edge import LOG_ID_PREFIX, WholeNumber, log_position
-from gateway.errors import ApiError, bad_request
+from gateway.edge.parsing import LOG_ID_PREFIX, WholeNumber, log_position
+from gateway.edge.errors import ApiError, bad_request
 from gateway.jsonio import loads, number
 from gateway.kept_text import marked
 from gateway.services import Caller, Services

@@ -4,9 +4,9 @@ function of gateway.dashboard, and renders; account data is never cached."""
 
 from aiohttp import web
 
-from gateway.bodies import NO_STORE, json_response, parse_body
+from gateway.edge.bodies import NO_STORE, json_response, parse_body
 from gateway.dashboard import org_keys, page, request_log, usage
-from gateway.state import CALLER, SERVICES
+from gateway.edge.state import CALLER, SERVICES
 
 KEY_BODY_BYTES = 4096
 

@@ -12,8 +12,8 @@ from decimal import Decimal
 
 import msgspec
 
-from gateway.edge import WholeNumber
-from gateway.errors import ApiError
+from gateway.edge.parsing import WholeNumber
+from gateway.edge.errors import ApiError
 from gateway.jsonio import number
 from gateway.services import Caller, Services
 from ledger import queries

@@ -6,9 +6,9 @@ and conditional requests are answered from the bucket by storage.serving.
 
 from aiohttp import web
 
-from gateway.errors import ApiError
+from gateway.edge.errors import ApiError
 from gateway.music.generation import MIME
-from gateway.state import SERVICES
+from gateway.edge.state import SERVICES
 from storage.objects import StorageError
 from storage.serving import serve_object
 

@@ -8,12 +8,12 @@ from typing import Literal
 
 import msgspec
 
-from gateway import key_policy
+from gateway.accounts import key_policy
 from gateway.billing import reservations
 from gateway.billing.charging import Outcome, commit, outcome, request_event, retained
 from gateway.billing.pricing import Cost
 from gateway.catalogue import Resolved
-from gateway.errors import ApiError, UpstreamError
+from gateway.edge.errors import ApiError, UpstreamError
 from gateway.jsonio import number
 from gateway.music.history import find_track
 from gateway.music.idempotency import Claim, KeyTaken

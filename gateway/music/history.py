@@ -2,8 +2,8 @@
 
 import msgspec
 
-from gateway.edge import LOG_ID_PREFIX, WholeNumber, log_position
-from gateway.errors import ApiError
+from gateway.edge.parsing import LOG_ID_PREFIX, WholeNumber, log_position
+from gateway.edge.errors import ApiError
 from gateway.jsonio import loads, number
 from gateway.services import Caller, Services
 from ledger import log_queries

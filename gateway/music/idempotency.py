@@ -33,7 +33,7 @@ from typing import Generic, Literal, NamedTuple, Protocol, TypeVar
 
 import msgspec
 
-from gateway.errors import ApiError
+from gateway.edge.errors import ApiError
 from ledger import queries
 from ledger.events import Event, IdempotencyKeyClaimed, IdempotencyKeyReleased
 from ledger.recorder import Recorder

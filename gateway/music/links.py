@@ -10,7 +10,7 @@ import secrets
 import time
 from urllib.parse import quote
 
-from gateway.edge import MAX_WHOLE, is_whole, printable
+from gateway.edge.parsing import MAX_WHOLE, is_whole, printable
 
 MEDIA_PREFIX = "/media/"
 

@@ -12,7 +12,7 @@ from typing import Annotated
 import msgspec
 
 from gateway.catalogue import Resolved
-from gateway.errors import bad_request
+from gateway.edge.errors import bad_request
 from gateway.providers.capabilities import MusicProvider
 from gateway.resolution import MUSIC, Served, resolve
 from gateway.services import Services

@@ -3,11 +3,11 @@
 
 from aiohttp import web
 
-from gateway import edge
-from gateway.bodies import NO_STORE, json_response, parse_body
+from gateway.edge import parsing as edge
+from gateway.edge.bodies import NO_STORE, json_response, parse_body
 from gateway.music import download, generation, history
 from gateway.music.request import MAX_BODY_BYTES, MusicRequest
-from gateway.state import CALLER, FACTS, SERVICES
+from gateway.edge.state import CALLER, FACTS, SERVICES
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
 

@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 
-from gateway import sse
+from gateway.edge import sse
 from gateway.billing.pricing import token_count
 from gateway.config import ProviderConfig
-from gateway.errors import UpstreamError
+from gateway.edge.errors import UpstreamError
 from gateway.jsonio import encode
 from gateway.providers import anthropic_wire as wire
 from gateway.providers.base import Allowance, ChatCall, ChatReply, Chunk

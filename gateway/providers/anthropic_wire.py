@@ -11,7 +11,7 @@ from types import MappingProxyType
 import msgspec
 
 from gateway.billing.pricing import Usage, checked_usage, token_count, usage_report
-from gateway.errors import UpstreamError, bad_request
+from gateway.edge.errors import UpstreamError, bad_request
 from gateway.jsonio import encode, loads
 from gateway.providers.base import Allowance, limit
 from gateway.providers.shapes import AnthropicEvent, AnthropicMessage, conforming

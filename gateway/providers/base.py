@@ -13,7 +13,7 @@ from typing import Protocol
 import msgspec
 
 from gateway.billing.pricing import Usage
-from gateway.errors import bad_request
+from gateway.edge.errors import bad_request
 
 
 class ChatCall(msgspec.Struct, frozen=True):

@@ -17,9 +17,9 @@ from collections.abc import AsyncGenerator, AsyncIterator
 
 import aiohttp
 
-from gateway import sse
+from gateway.edge import sse
 from gateway.config import ProviderConfig
-from gateway.errors import UpstreamError
+from gateway.edge.errors import UpstreamError
 from gateway.jsonio import encode
 from gateway.providers import google_chat as wire
 from gateway.providers import google_chat_request as request_wire

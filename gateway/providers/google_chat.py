@@ -10,7 +10,7 @@ from collections.abc import Callable
 from types import MappingProxyType
 
 from gateway.billing.pricing import Usage, checked_usage, token_count, usage_report
-from gateway.errors import UpstreamError
+from gateway.edge.errors import UpstreamError
 from gateway.jsonio import encode, loads
 from gateway.providers.shapes import GeminiAnswer, conforming
 

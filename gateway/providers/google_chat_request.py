@@ -10,7 +10,7 @@ turns of one role are merged. No I/O here. Bad input raises ApiError 400 naming 
 import re
 from types import MappingProxyType
 
-from gateway.errors import bad_request
+from gateway.edge.errors import bad_request
 from gateway.jsonio import loads
 from gateway.providers.base import Allowance, answers, limit
 

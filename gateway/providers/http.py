@@ -7,9 +7,9 @@ import aiohttp
 import msgspec
 
 from gateway.config import ProviderConfig
-from gateway.errors import UpstreamError
+from gateway.edge.errors import UpstreamError
 from gateway.jsonio import encode, loads
-from gateway.redaction import forms_of, keys_sent, redact
+from gateway.accounts.redaction import forms_of, keys_sent, redact
 
 
 ERROR_BODY_BYTES = 64 * 1024  # of an error answer, read to find its message

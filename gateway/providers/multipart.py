@@ -1,6 +1,6 @@
 """The multipart/form-data encoding of a form sent upstream, produced as the form arrives.
 
-It lives among the adapters (gateway.upload reads the client's form and imports from here,
+It lives among the adapters (gateway.audio.upload reads the client's form and imports from here,
 never the other way), so importing either first loads no half-initialised module.
 """
 

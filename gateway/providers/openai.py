@@ -8,10 +8,11 @@ from collections.abc import AsyncIterator
 import aiohttp
 import yarl
 
-from gateway import float32, sse, upstream_headers
+from gateway.providers import float32
+from gateway.edge import sse, upstream_headers
 from gateway.billing.pricing import Usage, checked_usage, reported_seconds, token_count, usage_report
 from gateway.config import ProviderConfig
-from gateway.errors import UpstreamError
+from gateway.edge.errors import UpstreamError
 from gateway.jsonio import loads
 from gateway.providers import shapes
 from gateway.providers.base import Allowance, ChatCall, ChatReply, Chunk, EmbeddingCall, EmbeddingReply, \

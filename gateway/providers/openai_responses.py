@@ -13,9 +13,9 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from gateway import sse
+from gateway.edge import sse
 from gateway.billing.pricing import Usage
-from gateway.errors import UpstreamError
+from gateway.edge.errors import UpstreamError
 from gateway.jsonio import loads
 from gateway.providers.base import Allowance, ChatCall, ChatReply, limit
 from gateway.providers.http import read_json, scrubbed

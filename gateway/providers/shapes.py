@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from gateway.errors import UpstreamError
+from gateway.edge.errors import UpstreamError
 
 Shape = TypeVar("Shape", bound=msgspec.Struct)
 

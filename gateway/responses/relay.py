@@ -1,4 +1,4 @@
-"""Streamed responses: events relayed as they arrive, billed by `gateway.relay.BilledRelay`'s rule,
+"""Streamed responses: events relayed as they arrive, billed by `gateway.streaming.BilledRelay`'s rule,
 the usage and cost carried by the closing `response.completed` (held back until the charge is
 recorded). A provider failure mid-way ends the stream with an `error` event, numbered on."""
 
@@ -7,18 +7,18 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from gateway.billing.pricing import Cost, Usage, cost_body
-from gateway.errors import ApiError
+from gateway.edge.errors import ApiError
 from gateway import kept_text
 from gateway.jsonio import encode
-from gateway.keys import new_id
+from gateway.accounts.keys import new_id
 from gateway.providers.base import ChatStream
 from gateway.providers.capabilities import ResponseEvents
-from gateway.relay import BilledRelay, U
+from gateway.streaming import BilledRelay, U
 from gateway.responses import store
 from gateway.responses.translate import message_item, response_resource
 from gateway.responses.translate_stream import EventEncoder
 from gateway.services import Caller, Services
-from gateway.sse import event_frame
+from gateway.edge.sse import event_frame
 
 if TYPE_CHECKING:  # the service builds the relays; only its type is needed here
     from gateway.responses.service import Prepared

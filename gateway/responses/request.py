@@ -1,17 +1,17 @@
 """The Responses request as the gateway reads it: the fields it acts on are typed here, so a wrong
-type is a 400 naming the field at the edge, as chat's are (gateway.chat_request), since what the
+type is a 400 naming the field at the edge, as chat's are (gateway.chat.request), since what the
 chat translations carry on reaches the provider adapters; the items inside `input` are checked
 where they are translated (`translate`), each refusal naming its place. Unknown fields are
 ignored, as the SDKs send more than any one model honours.
 
-This type is also the request schema of the OpenAPI document (gateway.openapi).
+This type is also the request schema of the OpenAPI document (gateway.edge.openapi).
 """
 
 from typing import Annotated, Any
 
 import msgspec
 
-from gateway.errors import bad_request
+from gateway.edge.errors import bad_request
 
 BODY_BYTES = 32 * 1024 * 1024  # as chat's: images travel inline
 Unit = Annotated[float, msgspec.Meta(ge=0, le=1)]

@@ -2,10 +2,10 @@
 
 from aiohttp import web
 
-from gateway.bodies import NO_STORE, json_response, parse_body
+from gateway.edge.bodies import NO_STORE, json_response, parse_body
 from gateway.responses import service
 from gateway.responses.request import BODY_BYTES, ResponsesRequest
-from gateway.state import CALLER, FACTS, SERVICES
+from gateway.edge.state import CALLER, FACTS, SERVICES
 
 
 async def create_response(request: web.Request) -> web.StreamResponse:

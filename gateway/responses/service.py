@@ -16,7 +16,7 @@ from gateway.billing import ceilings
 from gateway.billing.charging import bill
 from gateway.catalogue import Resolved
 from gateway.billing.pricing import cost_body
-from gateway.chat import chat_call
+from gateway.chat.service import chat_call
 from gateway.providers.base import Allowance, ChatCall, ChatReply
 from gateway.providers.capabilities import ChatProvider, ResponsesProvider
 from gateway.resolution import CHAT, Served

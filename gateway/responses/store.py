@@ -11,7 +11,7 @@ has removed is answered with why.
 """
 
 from gateway.dashboard.request_log import kept_text
-from gateway.errors import ApiError
+from gateway.edge.errors import ApiError
 from gateway.services import Caller, Services
 from ledger import log_queries
 

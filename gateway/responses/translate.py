@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from types import MappingProxyType
 
 from gateway.billing.pricing import Usage
-from gateway.errors import bad_request
-from gateway.keys import new_id
+from gateway.edge.errors import bad_request
+from gateway.accounts.keys import new_id
 
 ROLES = frozenset({"user", "assistant", "system", "developer"})
 TEXT_ONLY_ROLES = frozenset({"assistant", "system", "developer"})  # chat takes images from users only

@@ -13,7 +13,7 @@ closing response (so a stream of any length relays in bounded memory); the delta
 from dataclasses import dataclass, field
 
 from gateway.billing.pricing import Usage
-from gateway.keys import new_id
+from gateway.accounts.keys import new_id
 from gateway.kept_text import KeptText
 from gateway.responses.translate import (INCOMPLETE_REASONS, function_call_item, message_item, output_text_part,
                                          response_resource)

@@ -19,8 +19,8 @@ import msgspec
 from gateway.billing import reservations
 from gateway.billing.charging import failed
 from gateway.catalogue import Resolved
-from gateway import key_policy
-from gateway.errors import ApiError, UpstreamError
+from gateway.accounts import key_policy
+from gateway.edge.errors import ApiError, UpstreamError
 from gateway.resolution import Capability, Served, servers
 from gateway.routing import preferences
 from gateway.routing.router import Plan

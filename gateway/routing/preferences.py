@@ -5,7 +5,7 @@ from typing import Literal
 
 import msgspec
 
-from gateway.errors import bad_request
+from gateway.edge.errors import bad_request
 
 FIELD = "provider"
 

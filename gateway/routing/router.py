@@ -12,7 +12,7 @@ import msgspec
 
 from gateway.catalogue import Resolved
 from gateway.config import RoutingConfig
-from gateway.errors import bad_request
+from gateway.edge.errors import bad_request
 from gateway.routing.circuits import Circuits
 from gateway.routing.preferences import FIELD, NONE, Preferences
 

@@ -9,8 +9,8 @@ from decimal import Decimal
 
 import msgspec
 
-from gateway import admin
-from gateway.state import SERVICES
+from gateway.accounts import admin
+from gateway.edge.state import SERVICES
 from support import auth, chat_body, decimal_json, poll, post_chat
 from sweeper.sweep import Sweeper
 

@@ -9,8 +9,8 @@ import msgspec
 import orjson
 import pytest
 
-from gateway import admin
-from gateway.sealing import Sealer
+from gateway.accounts import admin
+from gateway.accounts.sealing import Sealer
 from simulator.anthropic_messages import json_fragments, tool_input
 from simulator.textgen import completion_text
 from support import (

@@ -8,10 +8,10 @@ import msgspec
 import pytest
 from aiohttp import web
 
-from gateway.errors import AnthropicErrorBody
-from gateway.metrics import Metrics
-from gateway.middleware import add_request_id, observe
-from gateway.state import METRICS
+from gateway.edge.errors import AnthropicErrorBody
+from gateway.ops.metrics import Metrics
+from gateway.edge.middleware import add_request_id, observe
+from gateway.edge.state import METRICS
 from ledger.recorder import LedgerUnavailable
 from support import auth, chat_body, post_chat, request_events, upstream_requests
 

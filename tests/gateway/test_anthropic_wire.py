@@ -5,11 +5,11 @@ from decimal import Decimal
 import orjson
 import pytest
 
-from gateway import messages_wire
+from gateway.messages import wire as messages_wire
 from gateway.billing.pricing import Usage, token_cost, usage_body
-from gateway.errors import ApiError
+from gateway.edge.errors import ApiError
 from gateway.providers import anthropic_wire as wire
-from gateway.redaction import forms_of, redact
+from gateway.accounts.redaction import forms_of, redact
 
 PNG = "iVBORw0KGgo="
 WEATHER_TOOL = {"type": "function", "function": {

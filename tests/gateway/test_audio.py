@@ -12,10 +12,10 @@ import aiohttp
 import msgspec
 import pytest
 
-from gateway import admin
+from gateway.accounts import admin
 from gateway.catalogue import SHIPPED_PATH
-from gateway.sealing import Sealer
-from gateway.upload import MAX_FILE_BYTES
+from gateway.accounts.sealing import Sealer
+from gateway.audio.upload import MAX_FILE_BYTES
 from simulator.mp3 import CYCLE_BYTES, CYCLE_FRAMES, FRAME_DURATION_S, frames_for, mp3_duration_s, silent_frames, \
     silent_mp3
 from simulator.openai_audio import split

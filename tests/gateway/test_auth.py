@@ -8,8 +8,8 @@ import secrets
 import time
 
 from support import auth
-from gateway import admin
-from gateway.keys import KEY_PREFIX, new_id
+from gateway.accounts import admin
+from gateway.accounts.keys import KEY_PREFIX, new_id
 from gateway_helpers import chat_body
 from ledger.backends import recorder_for
 

@@ -11,8 +11,8 @@ from unittest import mock
 import aiohttp
 import pytest
 
-from gateway import sse
-from gateway.errors import UpstreamError
+from gateway.edge import sse
+from gateway.edge.errors import UpstreamError
 from gateway.kept_text import KEPT_TEXT_CHARS, KeptText
 
 from gateway_helpers import gateway_process, run_cli_async, simulator_providers_toml, write_config

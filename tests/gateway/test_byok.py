@@ -6,9 +6,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from gateway import admin
-from gateway.admin import AdminError
-from gateway.sealing import Sealer, SealingError
+from gateway.accounts import admin
+from gateway.accounts.admin import AdminError
+from gateway.accounts.sealing import Sealer, SealingError
 from ledger.events import CreditsHeld, ProviderKeySet, RequestCompleted
 from support import PROVIDER_KEY, auth, chat_body, clean_env
 from gateway_helpers import run_cli_async

@@ -8,8 +8,8 @@ from decimal import Decimal
 import msgspec
 import pytest
 
-from gateway import admin
-from gateway.sealing import Sealer
+from gateway.accounts import admin
+from gateway.accounts.sealing import Sealer
 from ledger.money import from_nano
 from simulator.mp3 import silent_mp3
 from support import auth, chat_body, decimal_json, post_chat, request_events, transcription_form

@@ -1,4 +1,4 @@
-"""Properties of the one parser of numeric ids (gateway.edge.log_position, over is_whole): it
+"""Properties of the one parser of numeric ids (gateway.edge.parsing.log_position, over is_whole): it
 takes exactly `log_` and ASCII digits naming a position below 2^63, whatever else int() or
 str.isdigit would take (Unicode digits, superscripts, underscores, signs, spaces, huge numbers)."""
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from gateway.edge import LOG_ID_PATTERN, LOG_ID_PREFIX, MAX_WHOLE, is_whole, log_position
-from gateway.errors import ApiError
+from gateway.edge.parsing import LOG_ID_PATTERN, LOG_ID_PREFIX, MAX_WHOLE, is_whole, log_position
+from gateway.edge.errors import ApiError
 
 POSITIONS = st.integers(0, MAX_WHOLE)
 BEYOND = st.integers(MAX_WHOLE + 1, 2**200)

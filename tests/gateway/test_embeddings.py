@@ -7,7 +7,7 @@ from decimal import Decimal
 import msgspec
 import pytest
 
-from gateway.errors import UpstreamError
+from gateway.edge.errors import UpstreamError
 from gateway.providers.openai import embedding_reply
 from simulator.openai_embeddings import vector
 from support import auth, decimal_json, request_events, upstream_requests

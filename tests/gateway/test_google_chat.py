@@ -13,12 +13,12 @@ import msgspec
 import orjson
 import pytest
 
-from gateway import admin
-from gateway.errors import ApiError, UpstreamError
+from gateway.accounts import admin
+from gateway.edge.errors import ApiError, UpstreamError
 from gateway.providers import google_chat as wire
 from gateway.providers import google_chat_request as request_wire
-from gateway.sealing import Sealer
-from gateway.state import SERVICES
+from gateway.accounts.sealing import Sealer
+from gateway.edge.state import SERVICES
 from simulator.textgen import completion_text, iter_tokens
 from support import (
     PROVIDER_KEY, decimal_json, poll, post_chat, request_events, sse_lines, upstream_requests,

@@ -14,7 +14,7 @@ import pytest
 
 from gateway.billing.pricing import MAX_REPORTED_SECONDS, MAX_REPORTED_TOKENS, Usage, checked_usage, reported_seconds, \
     token_count
-from gateway.errors import UpstreamError
+from gateway.edge.errors import UpstreamError
 from ledger import audit
 from ledger.events import CreditsHeld, HoldReleased, HoldsRenewed
 from simulator.mp3 import silent_mp3

@@ -18,8 +18,8 @@ import orjson
 import pytest
 from aiohttp import web
 
-from gateway.log_setup import Redacting
-from gateway.redaction import Redactor, forms_of, keys_sent
+from gateway.ops.log_setup import Redacting
+from gateway.accounts.redaction import Redactor, forms_of, keys_sent
 from simulator.app import create_app as create_simulator
 from simulator.settings import Settings
 from support import auth, transcription_form

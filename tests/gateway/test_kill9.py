@@ -12,7 +12,7 @@ import signal
 import aiohttp
 import pytest
 
-from gateway import admin
+from gateway.accounts import admin
 from gateway_helpers import gateway_process, run_cli_async, shared_ledger_url, write_config
 from ledger.backends import recorder_for
 from outage_helpers import assert_every_charge_accounted_for, balance_matches_charges, chat_or_none, load

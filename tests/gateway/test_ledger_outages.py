@@ -14,9 +14,9 @@ import time
 import msgspec
 import pytest
 
-from gateway.state import SERVICES
+from gateway.edge.state import SERVICES
 from gateway_helpers import closed_port, run_cli_async, write_config
-from ledger.postgres import PostgresRecorder
+from ledger.backends.postgres import PostgresRecorder
 from outage_helpers import assert_every_charge_accounted_for, balance_matches_charges, chat, load, outcome
 from support import POSTGRES_DSN, auth, poll, postgres_url
 

@@ -4,8 +4,8 @@ per process without it; Redis failing lets requests through (fail open)."""
 import msgspec
 import pytest
 
-from gateway import admin
-from gateway.limits import window
+from gateway.accounts import admin
+from gateway.accounts.limits import window
 from support import auth, chat_body, need_service
 
 REDIS_URL = "redis://127.0.0.1:6379/15"

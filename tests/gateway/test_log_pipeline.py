@@ -104,7 +104,7 @@ async def test_every_line_of_the_served_gateway_is_json(served):
 STANDARD_LOGGING = textwrap.dedent("""
     import logging, sys
     from gateway import log_setup
-    from gateway.redaction import Redactor
+    from gateway.accounts.redaction import Redactor
     log_setup.configure(redactor=Redactor([sys.argv[1]]), worker=7)
     logging.getLogger("ledger.writer").warning("ledger commits fail, each caller is told: %s", sys.argv[1])
     try:

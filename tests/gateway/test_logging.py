@@ -9,8 +9,8 @@ import aiohttp
 import pytest
 
 from support import PROVIDER_KEY, auth, decimal_json
-from gateway.log_setup import Redacting
-from gateway.redaction import Redactor, mask_secrets
+from gateway.ops.log_setup import Redacting
+from gateway.accounts.redaction import Redactor, mask_secrets
 from gateway_helpers import (
     chat_body, clean_env, gateway_process, json_lines, ledger_toml, one_json_object, run_cli,
     write_config,

@@ -11,13 +11,13 @@ import msgspec
 import orjson
 import pytest
 
-from gateway import admin
+from gateway.accounts import admin
 from gateway.billing.pricing import Usage
-from gateway.realtime import close_code, reported_usage
-from gateway.sealing import Sealer
+from gateway.realtime.session import close_code, reported_usage
+from gateway.accounts.sealing import Sealer
 from ledger.events import RequestCompleted
 from ledger.money import from_nano
-from ledger.sqlite import SQLiteRecorder
+from ledger.backends.sqlite import SQLiteRecorder
 from simulator.textgen import completion_text
 from support import (
     PROVIDER_KEY, auth, chat_body, decimal_json, poll, request_events, upstream_requests, ws_receive, ws_until,

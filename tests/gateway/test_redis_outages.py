@@ -15,9 +15,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gateway import admin
+from gateway.accounts import admin
 from gateway_helpers import gateway_process, run_cli_async, write_config
-from ledger.sqlite import SQLiteRecorder
+from ledger.backends.sqlite import SQLiteRecorder
 from outage_helpers import chat, load, outcome
 from support import PROVIDER_KEY, clean_env
 from tcp_proxy import TcpProxy, proxied_service

@@ -22,7 +22,7 @@ from gateway_helpers import (
     write_config,
 )
 from ledger.events import MediaExpired, MusicTrackRecorded, RequestCompleted
-from ledger.postgres import PostgresRecorder
+from ledger.backends.postgres import PostgresRecorder
 from support import auth, clean_env, count_objects, decimal_json
 
 SWEEPER_BIN = str(Path(sys.executable).with_name("gateway-sweeper"))

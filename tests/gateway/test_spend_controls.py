@@ -16,9 +16,9 @@ import pytest
 
 from gateway.billing import reservations
 from gateway.billing.charging import Outcome, record
-from gateway.directory import Principal
+from gateway.accounts.directory import Principal
 from gateway.services import Caller
-from gateway.state import SERVICES
+from gateway.edge.state import SERVICES
 from ledger import audit
 from ledger.events import CreditsHeld, HoldReleased, RequestCompleted
 from ledger.recorder import LedgerUnavailable

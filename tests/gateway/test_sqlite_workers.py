@@ -10,7 +10,7 @@ import aiohttp
 
 from gateway_helpers import gateway_process, json_lines, ledger_toml, run_cli_async, write_config
 from ledger.events import CreditsAdded
-from ledger.sqlite import SQLiteRecorder
+from ledger.backends.sqlite import SQLiteRecorder
 from outage_helpers import assert_every_charge_accounted_for, balance_matches_charges, load
 from support import PROVIDER_KEY, clean_env, decimal_json
 

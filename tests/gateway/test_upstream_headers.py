@@ -1,6 +1,6 @@
 """A provider's header values reach the client parsed and re-rendered, never copied: Retry-After as
 whole seconds (given as seconds or as an HTTP date), the speech audio's Content-Type as a media type
-and its plain parameters; anything else is dropped (gateway/upstream_headers.py).
+and its plain parameters; anything else is dropped (gateway/edge/upstream_headers.py).
 
 The HTTP tests put a raw TCP upstream in front of the gateway, so its header bytes are exactly the
 hostile ones (an aiohttp upstream would refuse to send some of them)."""
@@ -17,9 +17,14 @@ import msgspec
 import pytest
 from hypothesis import example, given, strategies as st
 
-from gateway.errors import UpstreamError
-from gateway.upstream_headers import FALLBACK_CONTENT_TYPE, MAX_RETRY_AFTER_S, content_type, retry_after, \
-    retry_after_seconds
+from gateway.edge.errors import UpstreamError
+from gateway.edge.upstream_headers import (
+    FALLBACK_CONTENT_TYPE,
+    MAX_RETRY_AFTER_S,
+    content_type,
+    retry_after,
+    retry_after_seconds,
+)
 from support import auth, chat_body
 
 NOW = 1_800_000_000.0

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.sqlite import SQLiteRecorder
+from ledger.backends.sqlite import SQLiteRecorder
 from ledger_helpers import run_sql
 
 

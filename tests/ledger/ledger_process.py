@@ -16,8 +16,8 @@ import sys
 import time
 
 from ledger.recorder import Append
-from ledger.sqlite import SQLiteRecorder
-from ledger import write_lock
+from ledger.backends.sqlite import SQLiteRecorder
+from ledger.backends import write_lock
 from ledger.writer import GroupCommitWriter
 from ledger_helpers import request  # beside this file, so on sys.path when it runs as a script
 

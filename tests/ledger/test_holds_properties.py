@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from ledger import audit, leases
 from ledger.events import CreditsHeld, Draw, HoldReleased, HoldsRenewed
 from ledger.recorder import Append, HoldNotHeld
-from ledger.sqlite import SQLiteRecorder
+from ledger.backends.sqlite import SQLiteRecorder
 from ledger_helpers import append_ok, credits, key, org, request
 
 SECOND = 1_000_000

@@ -13,9 +13,9 @@ import time
 import pytest
 
 from ledger.follower import LogFollower
-from ledger.postgres import PostgresRecorder
+from ledger.backends.postgres import PostgresRecorder
 from ledger.recorder import AppendRejected, DatabaseError, LedgerUnavailable
-from ledger.sqlite import SQLiteRecorder
+from ledger.backends.sqlite import SQLiteRecorder
 from ledger.writer import GroupCommitWriter
 from ledger_helpers import append_ok, credits, org, request, unit
 from support import POSTGRES_DSN, postgres_url

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.postgres import PostgresRecorder, dsn_and_schema, numbered
+from ledger.backends.postgres import PostgresRecorder, dsn_and_schema, numbered
 from recorder_contract import RecorderContract
 from support import need_service
 

@@ -8,7 +8,7 @@ import msgspec
 
 from ledger import projections
 from ledger.events import CreditsHeld, Draw, HoldReleased
-from ledger.postgres import PostgresRecorder
+from ledger.backends.postgres import PostgresRecorder
 from ledger.recorder import Append
 from ledger_helpers import (
     append_ok, claim, content, credits, expired, key, music, org, request, retention, revoke, unclaim, unit,

@@ -14,8 +14,8 @@ import pytest
 
 from ledger import audit
 from ledger.recorder import DatabaseError
-from ledger.sqlite import SQLiteRecorder, path_of
-from ledger.timeouts import STATEMENT_TIMEOUT_S
+from ledger.backends.sqlite import SQLiteRecorder, path_of
+from ledger.backends.timeouts import STATEMENT_TIMEOUT_S
 from ledger.writer import GroupCommitWriter
 from ledger_helpers import POPULATED, append_ok, content, credits, hold, org, populate, request, run_sql, unit
 from recorder_contract import RecorderContract

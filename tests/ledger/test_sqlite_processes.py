@@ -1,6 +1,6 @@
 """Several processes writing one SQLite ledger (issue 13): `gateway serve --workers N`, the admin
 CLI beside a running server. Writers queue on the ledger's inter-process write lock
-(ledger.write_lock) and are woken when it is let go, instead of sleeping in SQLite's busy
+(ledger.backends.write_lock) and are woken when it is let go, instead of sleeping in SQLite's busy
 handler; a holder that keeps it past the timeout makes a write LedgerUnavailable, and a holder
 that dies (even by SIGKILL) frees it at once.
 
@@ -19,7 +19,7 @@ import pytest
 
 from ledger import audit
 from ledger.recorder import LedgerUnavailable
-from ledger.sqlite import SQLiteRecorder
+from ledger.backends.sqlite import SQLiteRecorder
 from ledger_helpers import append_ok, credits, org, request, unit
 
 HELPER = str(Path(__file__).with_name("ledger_process.py"))

@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from ledger.recorder import AppendRejected, ConcurrencyError
-from ledger.sqlite import SQLiteRecorder
+from ledger.backends.sqlite import SQLiteRecorder
 from ledger.writer import GroupCommitWriter, WriterClosed
 from ledger_helpers import append_ok, credits, org, request, unit
 

@@ -1,4 +1,4 @@
-"""The catch-all error boundary of gateway.middleware: whatever escapes a handler is answered
+"""The catch-all error boundary of gateway.edge.middleware: whatever escapes a handler is answered
 with the documented JSON body (500, server_error, the request id) and logged once with its
 traceback; control flow (cancellation, redirects) still passes through.
 
@@ -14,10 +14,10 @@ import structlog
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from gateway.connections import GuardedAppRunner, Timeouts
-from gateway.metrics import Metrics
-from gateway.middleware import add_request_id, observe
-from gateway.state import METRICS
+from gateway.edge.connections import GuardedAppRunner, Timeouts
+from gateway.ops.metrics import Metrics
+from gateway.edge.middleware import add_request_id, observe
+from gateway.edge.state import METRICS
 
 SECRET = "opkey-operator-secret-1234"
 
@@ -98,7 +98,7 @@ class BrokenMetrics(Metrics):
 
 
 class GuardedTestServer(TestServer):
-    """The gateway's own connection handler (gateway.connections), as `gateway serve` runs it."""
+    """The gateway's own connection handler (gateway.edge.connections), as `gateway serve` runs it."""
 
     async def _make_runner(self, **kwargs) -> web.AppRunner:
         return GuardedAppRunner(self.app, timeouts=Timeouts(header_s=5, body_s=5), **kwargs)

@@ -3,8 +3,8 @@
 import msgspec
 import pytest
 
-from gateway.errors import ApiError, ErrorBody
-from gateway.openapi import OPERATIONS
+from gateway.edge.errors import ApiError, ErrorBody
+from gateway.edge.openapi import OPERATIONS
 
 
 async def test_the_document_is_public_and_describes_every_route(gateway):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ledger.sqlite import SQLiteRecorder
+from ledger.backends.sqlite import SQLiteRecorder
 from storage.objects import ObjectStore
 from support import S3_CREDENTIALS
 

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from ledger import audit
-from ledger.sqlite import path_of
+from ledger.backends.sqlite import path_of
 from support import auth, count_objects
 from sweeper_helpers import (
     DAY, as_of, created_at, expiry_events, finish, host_tracks, pass_lines, run_sweeper, start_sweeper,

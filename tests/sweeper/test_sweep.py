@@ -5,7 +5,7 @@ import json
 from datetime import timedelta
 
 from ledger import audit
-from ledger.sqlite import SQLiteRecorder
+from ledger.backends.sqlite import SQLiteRecorder
 from storage.objects import ObjectStore
 from support import count_objects
 from sweeper.sweep import NO_STORAGE, Sweeper

@@ -81,7 +81,7 @@ def test_token_cost_rounds_to_the_nano_half_even():
 
 async def test_charges_seen_by_a_second_process_view(gateway, org):
     """A directory loaded from the projection (as a fresh process would) has the same balance."""
-    from gateway.directory import Directory
+    from gateway.accounts.directory import Directory
     await _chat(gateway, org["api_key"], "a")
     fresh = Directory()
     await fresh.load(gateway.ledger.recorder)

@@ -17,14 +17,17 @@ from ceiling_support import (
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from gateway import chat, completions, embeddings, messages, realtime
+from gateway.chat import service as chat, completions
+from gateway.embeddings import service as embeddings
+from gateway.messages import service as messages
+from gateway.realtime import session as realtime
 from gateway.billing import ceilings
 from gateway.billing.charging import price
 from gateway.billing.pricing import Usage
 from gateway.catalogue import Resolved
-from gateway.chat_request import ChatRequest
-from gateway.errors import ApiError
-from gateway.messages_request import MessagesRequest
+from gateway.chat.request import ChatRequest
+from gateway.edge.errors import ApiError
+from gateway.messages.request import MessagesRequest
 from gateway.providers.anthropic import AnthropicProvider
 from gateway.providers.base import ChatCall
 from gateway.providers.google import GoogleProvider
@@ -55,7 +58,7 @@ RUNS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCh
 
 
 def valid(body: dict, schema: type) -> object | None:
-    """`body` as the edge reads it (gateway.bodies.parse_body), None when it refuses it."""
+    """`body` as the edge reads it (gateway.edge.bodies.parse_body), None when it refuses it."""
     try:
         return msgspec.convert(body, schema)
     except msgspec.ValidationError:

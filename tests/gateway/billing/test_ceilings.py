@@ -8,11 +8,14 @@ from decimal import Decimal
 import pytest
 from ceiling_support import CATALOGUE, services
 
-from gateway import chat, completions, embeddings, messages, realtime
+from gateway.chat import service as chat, completions
+from gateway.embeddings import service as embeddings
+from gateway.messages import service as messages
+from gateway.realtime import session as realtime
 from gateway.billing import ceilings
 from gateway.billing.charging import price
 from gateway.billing.pricing import Usage
-from gateway.errors import ApiError
+from gateway.edge.errors import ApiError
 from gateway.providers.base import Allowance, limit
 from gateway.responses.service import DEFAULT_MAX_OUTPUT_TOKENS, Conversation
 

@@ -12,7 +12,7 @@ from decimal import Decimal
 import msgspec
 import pytest
 
-from gateway.state import SERVICES
+from gateway.edge.state import SERVICES
 from ledger import audit, leases
 from ledger.events import CreditsHeld, HoldReleased, HoldsRenewed, RequestCompleted
 from ledger.recorder import Append

@@ -10,10 +10,10 @@ from gateway.billing.charging import Outcome, request_event
 from gateway.billing.pricing import Cost
 from gateway.catalogue import Catalogue
 from gateway.config import Config
-from gateway.directory import Principal, SpendLimits
-from gateway.key_policy import allows
+from gateway.accounts.directory import Principal, SpendLimits
+from gateway.accounts.key_policy import allows
 from gateway.services import Caller
-from gateway.transcription import ceiling as transcription_ceiling
+from gateway.audio.transcription import ceiling as transcription_ceiling
 from ledger import periods
 from ledger.events import CreditsHeld
 

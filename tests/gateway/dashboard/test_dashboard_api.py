@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from gateway import admin
-from gateway.state import SERVICES
+from gateway.accounts import admin
+from gateway.edge.state import SERVICES
 from support import auth, chat_body, decimal_json, post_chat
 from sweeper.sweep import Sweeper
 

@@ -10,11 +10,11 @@ import time
 import msgspec
 import pytest
 
-from gateway import admin
-from gateway.errors import ApiError
+from gateway.accounts import admin
+from gateway.edge.errors import ApiError
 from gateway.music.idempotency import WINDOW_US, Claim, Patience, Use, next_step
 from gateway.music.request import request_hash
-from gateway.sealing import Sealer
+from gateway.accounts.sealing import Sealer
 from ledger.events import CreditsHeld, IdempotencyKeyClaimed, IdempotencyKeyReleased, RequestCompleted
 from ledger.recorder import Append
 from support import auth, decimal_json

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from gateway_helpers import gateway_process, postgres_ledger_url, replica_toml, run_cli_async, write_config
 from ledger.events import IdempotencyKeyClaimed, IdempotencyKeyReleased, RequestCompleted
-from ledger.postgres import PostgresRecorder
+from ledger.backends.postgres import PostgresRecorder
 from support import PROVIDER_KEY, auth, clean_env, decimal_json
 
 PRICE_INR = Decimal("0.05") * 84  # one clip at the default rate

@@ -12,7 +12,7 @@ from gateway.catalogue import SHIPPED_PATH
 from ledger import audit
 from ledger.events import CreditsHeld, HoldReleased, MusicTrackRecorded, RequestCompleted
 from simulator.mp3 import mp3_duration_s
-from gateway.state import SERVICES
+from gateway.edge.state import SERVICES
 from support import auth, count_objects, decimal_json
 
 RATE = Decimal("84.0")

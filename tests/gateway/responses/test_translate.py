@@ -6,7 +6,7 @@ import pytest
 from openai.types.responses import Response
 
 from gateway.billing.pricing import Usage
-from gateway.errors import ApiError
+from gateway.edge.errors import ApiError
 from gateway.providers import anthropic_wire, google_chat_request
 from gateway.responses.translate import chat_body, response_object, usage_object
 

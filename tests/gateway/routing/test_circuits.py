@@ -9,8 +9,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from conftest import duo_config
-from gateway import admin
-from gateway.sealing import Sealer
+from gateway.accounts import admin
+from gateway.accounts.sealing import Sealer
 from support import need_service
 
 

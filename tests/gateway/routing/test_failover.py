@@ -6,8 +6,8 @@ import json
 import pytest
 
 from duo_helpers import charge_at
-from gateway import admin
-from gateway.sealing import Sealer
+from gateway.accounts import admin
+from gateway.accounts.sealing import Sealer
 from ledger.money import from_nano
 from support import PROVIDER_KEY, poll, sse_lines
 

@@ -1,0 +1,1 @@
+"""Audio: speech (text to audio) and transcription (multipart audio upload to text)."""

@@ -1,0 +1,1 @@
+"""Embeddings (/v1/embeddings)."""

@@ -1,0 +1,351 @@
+"""The SQLite recorder: the embedded default, via aiosqlite, in WAL mode with synchronous=FULL.
+
+Two connections: one writer and one reader, which WAL lets read a consistent snapshot while a
+write is in flight. Every write transaction first takes the ledger's inter-process write lock
+(ledger.backends.write_lock, a flock beside the file), then SQLite's own with BEGIN IMMEDIATE: processes
+writing one file (workers, the admin CLI) queue in the kernel, and each is woken the moment the
+one before it commits, instead of sleeping in SQLite's busy handler between tries.
+"""
+
+import asyncio
+import contextlib
+import os
+import sqlite3
+import tempfile
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple, cast
+
+import aiosqlite
+import msgspec
+
+from ledger import backfills, projections, schema
+from ledger.backends import sqlite_writes
+from ledger.events import decode_event
+from ledger.recorder import (
+    CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, Clock, CorruptEvent, Outcome, Recorded, Recorder,
+    RecorderClosed, isolating_rejections, out_of_date, wall_clock_us,
+)
+from ledger.backends.timeouts import MIGRATE_TIMEOUT_S, STATEMENT_TIMEOUT_S, reporting_outages, unavailable_on
+from ledger.backends import write_lock
+
+# The triggers are SQLite's own; tables and indexes are ledger.schema's. The partial indexes
+# come after the upgrade (ledger.schema.create_indexes), which adds the columns they cover.
+SCHEMA = schema.create_tables(postgres=False) + """
+CREATE TRIGGER IF NOT EXISTS events_are_immutable BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'ledger events are immutable'); END;
+CREATE TRIGGER IF NOT EXISTS events_are_permanent BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'ledger events cannot be deleted'); END;
+""" + schema.create_indexes(partial=False)
+INDEXES = schema.create_indexes(partial=True)
+
+# Content written before it carried its time takes the time of the row that references it.
+BACKFILL_CONTENT_TIMES = (
+    "ALTER TABLE content ADD COLUMN created_at_us INTEGER NOT NULL DEFAULT 0",
+    ("UPDATE content SET created_at_us = COALESCE("
+     " (SELECT created_at_us FROM request_log r WHERE r.content_id = content.content_id),"
+     " (SELECT created_at_us FROM music_tracks m WHERE content.content_id"
+     " IN (m.prompt_content_id, m.text_content_id)), 0)"))
+REMOVE_TEXT = ("UPDATE content SET body = NULL, removed_at_us = ? WHERE content_id IN"
+               " (SELECT content_id FROM content WHERE body IS NOT NULL AND created_at_us < ?"
+               " ORDER BY created_at_us LIMIT ?)")
+SELECT_EVENTS = "SELECT position, stream_id, version, recorded_at_us, type, data, hash FROM events"
+_COLUMN_TYPES = (int, str, int, int, str, bytes, bytes)  # of a SELECT_EVENTS row
+# Result codes meaning the database cannot be used right now (still locked after the wait, disk
+# full or failing, file unreadable), as opposed to a statement that is wrong.
+OUTAGE_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL,
+                          sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PROTOCOL,
+                          sqlite3.SQLITE_NOMEM})
+
+
+# Every error of the driver; what is not an outage surfaces as ledger.recorder.DatabaseError.
+DRIVER_ERRORS = (sqlite3.Error,)
+
+
+def is_outage(exc: BaseException) -> bool:
+    if isinstance(exc, sqlite3.OperationalError):
+        return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in OUTAGE_CODES  # extended -> primary code
+    return isinstance(exc, (OSError, TimeoutError))
+
+
+translating = reporting_outages(is_outage, DRIVER_ERRORS)
+
+
+def path_of(url: str) -> str:
+    """The file path of a `sqlite:///relative` or `sqlite:////absolute` URL."""
+    if not url.startswith("sqlite:///"):
+        raise ValueError(f"not a sqlite URL: {url!r} (expected sqlite:///path)")
+    return url.removeprefix("sqlite:///") or ":memory:"
+
+
+def _row_to_recorded(row: Sequence[Any]) -> Recorded:
+    position, stream_id, version, at, kind, data, digest = row
+    if not all(isinstance(value, t) for value, t in zip(row, _COLUMN_TYPES, strict=True)):
+        # SQLite keeps whatever type is written, e.g. text from an UPDATE using replace()
+        raise CorruptEvent(f"event at position {position} has a column of the wrong type:"
+                           f" {tuple(type(value).__name__ for value in row)}")
+    try:
+        event = decode_event(data)
+    except msgspec.DecodeError as exc:
+        raise CorruptEvent(f"event at position {position} does not decode: {exc}") from exc
+    return Recorded(position, stream_id, version, at, kind, event, data, digest)
+
+
+class _Connections(NamedTuple):
+    """An open recorder's two connections (for `:memory:`, one: each connection is a database)."""
+
+    writer: aiosqlite.Connection
+    reader: aiosqlite.Connection
+
+
+class SQLiteRecorder(Recorder):
+    def __init__(self, path: str, *, timeout_s: float = STATEMENT_TIMEOUT_S, clock: Clock = wall_clock_us) -> None:
+        self.path = path
+        self.clock = clock
+        self._timeout_s = timeout_s  # how long a write waits for another process's write lock
+        self._connections: _Connections | None = None  # while open
+        # aiosqlite serialises calls per connection but not transactions: one at a time.
+        self._write_lock = asyncio.Lock()
+        self._file_lock = write_lock.beside(path) if path != ":memory:" else None
+        self._snapshot_lock = asyncio.Lock()  # the reader holds one read transaction at a time
+
+    @classmethod
+    def from_url(cls, url: str, *, timeout_s: float = STATEMENT_TIMEOUT_S, clock: Clock = wall_clock_us
+                 ) -> "SQLiteRecorder":
+        return cls(path_of(url), timeout_s=timeout_s, clock=clock)
+
+    @property
+    def _connected(self) -> _Connections:
+        """The connections; RecorderClosed before open() and after close()."""
+        if self._connections is None:
+            raise RecorderClosed(f"the SQLite ledger {self.path} is not open")
+        return self._connections
+
+    async def open(self, migrate: bool = True) -> None:
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._connections = await self._connect_both(migrate)
+        except BaseException:
+            await self.close()  # a failed open keeps no write-lock thread (nor a scratch store's file)
+            raise
+
+    async def _connect_both(self, migrate: bool) -> _Connections:
+        writer = await self._open_writer(migrate)
+        if self.path == ":memory:":
+            return _Connections(writer, writer)
+        try:
+            return _Connections(writer, await self._connect())
+        except BaseException:
+            await writer.close()  # its thread would outlive us
+            raise
+
+    async def _open_writer(self, migrate: bool) -> aiosqlite.Connection:
+        """The writer connection, the schema checked (or brought up to date, with `migrate`)."""
+        # One process at a time connects and creates, converts or upgrades the file (workers
+        # start together): SQLite refuses a journal-mode change racing another, without waiting.
+        # Waiting for the lock is translated too: a timeout there is the ledger being unavailable.
+        with unavailable_on(is_outage, DRIVER_ERRORS):
+            async with self._exclusive(MIGRATE_TIMEOUT_S):
+                writer = await self._connect()
+                try:
+                    await _prepare(writer, migrate)
+                except BaseException:
+                    await writer.close()  # a failed open keeps no connection: its thread would outlive us
+                    raise
+        return writer
+
+    @translating
+    async def _connect(self) -> aiosqlite.Connection:
+        db = await aiosqlite.connect(self.path, isolation_level=None)
+        try:
+            await db.execute(f"PRAGMA busy_timeout = {int(self._timeout_s * 1000)}")
+            await db.execute("PRAGMA journal_mode = WAL")
+            await db.execute("PRAGMA synchronous = FULL")  # a 200 means the charge is on disk
+        except BaseException:
+            await db.close()  # (for instance not a database): its thread would outlive us
+            raise
+        return db
+
+    async def close(self) -> None:
+        connections, self._connections = self._connections, None
+        if connections is not None:
+            await connections.reader.close()
+            if connections.writer is not connections.reader:
+                await connections.writer.close()
+        if self._file_lock:
+            self._file_lock.close()
+
+    @contextlib.asynccontextmanager
+    async def _exclusive(self, timeout_s: float | None = None) -> AsyncIterator[None]:
+        """This recorder's turn to write, and then this process's (in that order: a process
+        queues in the kernel once, not once per waiting task); the wait for another process is
+        bounded by `timeout_s` (the recorder's timeout unless given)."""
+        async with self._write_lock:
+            if self._file_lock is None:
+                yield
+                return
+            async with self._file_lock.held(self._timeout_s if timeout_s is None else timeout_s):
+                yield
+
+    @translating
+    async def append(self, units: Sequence[Append]) -> list[Outcome]:
+        # OverflowError: a value beyond SQLite's 64-bit INTEGER.
+        return await isolating_rejections(units, self._locked_append, (sqlite3.IntegrityError, OverflowError))
+
+    @reporting_outages(is_outage)
+    async def _locked_append(self, units: Sequence[Append]) -> list[Outcome]:
+        async with self._exclusive():
+            return await self._append_in_transaction(units)
+
+    async def _append_in_transaction(self, units: Sequence[Append]) -> list[Outcome]:
+        # One call on the connection's thread for the whole transaction (aiosqlite's
+        # Connection._execute submits a plain function): one hop there and one back per batch.
+        writer = self._connected.writer
+        transaction = asyncio.ensure_future(writer._execute(sqlite_writes.append, writer._conn, units, self.clock()))
+        try:
+            return await asyncio.shield(transaction)
+        except asyncio.CancelledError:
+            # The thread finishes it (commit or rollback) whatever we do: the write locks are let
+            # go only after that, so no other writer ever meets SQLite's own lock still held.
+            await asyncio.wait([transaction])
+            raise
+
+    @translating
+    async def read(self, after: int = 0, limit: int = 1000) -> list[Recorded]:
+        rows = await self._connected.reader.execute_fetchall(
+            f"{SELECT_EVENTS} WHERE position > ? ORDER BY position LIMIT ?", (after, limit))
+        return [_row_to_recorded(row) for row in rows]
+
+    @translating
+    async def read_stream(self, stream_id: str) -> list[Recorded]:
+        rows = await self._connected.reader.execute_fetchall(
+            f"{SELECT_EVENTS} WHERE stream_id = ? ORDER BY version", (stream_id,))
+        return [_row_to_recorded(row) for row in rows]
+
+    @translating
+    async def _fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
+        rows = await self._connected.reader.execute_fetchall(sql, tuple(params))
+        return cast(list[tuple], list(rows))  # typed as sqlite3.Row; with no row_factory set, tuples
+
+    @translating
+    async def remove_text(self, before_us: int, now_us: int, limit: int = 1000) -> int:
+        async with self._exclusive():
+            cursor = await self._connected.writer.execute(REMOVE_TEXT, (now_us, before_us, limit))
+            return cursor.rowcount
+
+    @translating
+    async def rebuild(self, batches: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
+        async with self._exclusive():
+            db = self._connected.writer
+            await db.execute("BEGIN IMMEDIATE")
+            try:
+                if reset:
+                    for table in projections.TABLES:
+                        await db.execute(f"DELETE FROM {table}")
+                async for batch in batches:
+                    for sql, params in projections.grouped(batch):
+                        await db.executemany(sql, params)
+                await db.commit()
+            except BaseException:
+                await db.rollback()
+                raise
+
+    @contextlib.asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[None]:
+        # A read transaction pins one WAL snapshot for every read on the reader connection.
+        async with self._snapshot_lock:
+            reader = self._connected.reader
+            with unavailable_on(is_outage):
+                await reader.execute("BEGIN")
+            try:
+                yield
+            finally:
+                with unavailable_on(is_outage):
+                    await reader.execute("COMMIT")
+
+    def scratch(self) -> "SQLiteRecorder":
+        directory = None if self.path == ":memory:" else str(Path(self.path).parent)
+        fd, path = tempfile.mkstemp(prefix="replay-", suffix=".db", dir=directory)
+        os.close(fd)  # the file only reserves the name; the scratch recorder opens it itself
+        return _ScratchSQLiteRecorder(path)
+
+
+class _ScratchSQLiteRecorder(SQLiteRecorder):
+    """A throwaway store for verification; its file is removed when it is closed."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self._file_lock = None  # nobody else knows the file: no other process writes it
+
+    async def _connect(self) -> aiosqlite.Connection:
+        db = await aiosqlite.connect(self.path, isolation_level=None)
+        await db.execute("PRAGMA synchronous = OFF")  # scratch data: durability is pointless
+        return db
+
+    async def close(self) -> None:
+        await super().close()
+        await asyncio.to_thread(Path(self.path).unlink, missing_ok=True)
+
+
+async def _prepare(db: aiosqlite.Connection, migrate: bool) -> None:
+    if migrate:
+        await _create_or_migrate(db)
+    elif (found := await _version(db)) != SCHEMA_VERSION:
+        raise out_of_date(found)
+
+
+async def _create_or_migrate(db: aiosqlite.Connection) -> None:
+    # Under open's exclusive turn, which waits for another process's upgrade as long as an
+    # upgrade may take, not just as long as one write may.
+    await db.executescript(SCHEMA)
+    await _migrate(db)
+    await db.executescript(INDEXES)
+
+
+async def _version(db: aiosqlite.Connection) -> int:
+    await db.execute(SCHEMA_VERSIONS)  # an empty table is version 0: nothing to do
+    [(version,)] = await db.execute_fetchall(CURRENT_VERSION)
+    return version
+
+
+async def _migrate(db: aiosqlite.Connection) -> None:
+    """Bring a ledger made by an earlier version up to this schema, once."""
+    if await _version(db) >= SCHEMA_VERSION:
+        return  # current: nothing to write, so no SQLite write transaction is begun
+    await db.execute("BEGIN IMMEDIATE")  # another process may be opening the same file
+    try:
+        if await _version(db) < SCHEMA_VERSION:  # it may have migrated while we waited
+            await _upgrade(db)
+            await db.execute("INSERT INTO ledger_schema (version, applied_at_us) VALUES (?, ?)",
+                             (SCHEMA_VERSION, time.time_ns() // 1000))
+        await db.commit()
+    except BaseException:
+        await db.rollback()
+        raise
+
+
+async def _upgrade(db: aiosqlite.Connection) -> None:
+    if not await _has_column(db, "content", "created_at_us"):
+        for statement in BACKFILL_CONTENT_TIMES:
+            await db.execute(statement)
+    if not await _has_column(db, "api_keys", "last_used_at_us"):
+        await db.execute("ALTER TABLE api_keys ADD COLUMN last_used_at_us INTEGER")
+    if not await _has_column(db, "idempotency_keys", "running_until_us"):  # v6; older rows are settled
+        await db.execute("ALTER TABLE idempotency_keys ADD COLUMN running_until_us INTEGER NOT NULL DEFAULT 0")
+    if not await _has_column(db, "api_keys", "held_inr_nano"):  # v7; older holds name no key
+        await db.execute("ALTER TABLE api_keys ADD COLUMN held_inr_nano INTEGER NOT NULL DEFAULT 0")
+    if not await _has_column(db, "request_log", "anomaly"):  # v8
+        await db.execute("ALTER TABLE request_log ADD COLUMN anomaly TEXT NOT NULL DEFAULT ''")
+    for statement in backfills.all_of(_json_field):
+        await db.execute(statement)
+
+
+def _json_field(name: str) -> str:
+    return f"json_extract(CAST(data AS TEXT), '$.{name}')"
+
+
+async def _has_column(db: aiosqlite.Connection, table: str, column: str) -> bool:
+    columns = await db.execute_fetchall(f"PRAGMA table_info({table})")
+    return any(row[1] == column for row in columns)
