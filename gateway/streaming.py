@@ -20,7 +20,7 @@ from gateway.billing.pricing import Cost, Usage
 from gateway.catalogue import Resolved
 from gateway.edge.errors import ApiError, UpstreamError, ledger_unavailable
 from gateway.jsonio import encode
-from gateway.kept_text import KeptText
+from gateway.content import KeptText
 from gateway.services import Caller, Services
 from ledger.recorder import AppendRejected, LedgerUnavailable
 

@@ -13,8 +13,8 @@ import msgspec
 
 from gateway.edge.parsing import LOG_ID_PREFIX, WholeNumber, log_position
 from gateway.edge.errors import ApiError, bad_request
-from gateway.jsonio import loads, number
-from gateway.kept_text import marked
+from gateway import content
+from gateway.jsonio import number
 from gateway.services import Caller, Services
 from ledger import log_queries
 from ledger.log_queries import LogRow
@@ -102,9 +102,9 @@ async def detail(services: Services, caller: Caller, log_id: str) -> dict:
         row = await log_queries.log_entry(services.recorder, caller.org_id, request_id=log_id)
     if row is None:  # the same answer for another org's request as for none at all
         raise ApiError(404, f"no request {log_id} in this organization's log", type="not_found")
-    content, state = await _content(services, row.request_id, row.content_id)
+    text, state = await _content(services, row.request_id, row.content_id)
     attempts = await log_queries.attempts(services.recorder, row.position)
-    return {**entry(row), "attempts": [msgspec.to_builtins(attempt) for attempt in attempts], "content": content,
+    return {**entry(row), "attempts": [msgspec.to_builtins(attempt) for attempt in attempts], "content": text,
             "content_state": state}
 
 
@@ -117,29 +117,12 @@ async def _content(services: Services, request_id: str, content_id: str) -> tupl
     ids = track if track is not None else (content_id,)
     if not any(ids):
         return None, "not_retained"
-    texts = [await _text(services, i) if i else (None, False) for i in ids]
-    if any(removed for _, removed in texts):
+    texts = [await content.read(services.recorder, i) for i in ids]
+    if any(state == "removed" for _, state in texts):
         return None, "removed"
-    bodies = [loads(body) if body is not None else None for body, _ in texts]
+    bodies = [body for body, _ in texts]
     if track is not None:
         return {"request": bodies[0], "response": bodies[1]}, "kept"
     kept = bodies[0] or {}
     text = {"request": kept.get("request"), "response": kept.get("response")}
-    return marked(text, bool(kept.get("truncated"))), "kept"
-
-
-async def kept_text(services: Services, content_id: str) -> tuple[dict | None, str]:
-    """One content row decoded, and whether it is kept, removed or was never kept."""
-    if not content_id:
-        return None, "not_retained"
-    body, removed = await _text(services, content_id)
-    if removed:
-        return None, "removed"
-    return (None, "not_retained") if body is None else (loads(body), "kept")
-
-
-async def _text(services: Services, content_id: str) -> tuple[bytes | None, bool]:
-    """A content row's body (None once removed) and whether it was removed."""
-    if (kept := await log_queries.text(services.recorder, content_id)) is None:
-        return None, False
-    return kept.body, kept.removed_at_us is not None
+    return content.marked(text, bool(kept.get("truncated"))), "kept"

@@ -8,7 +8,7 @@ from aiohttp import web
 
 from gateway.billing.pricing import Cost, Usage, cost_body
 from gateway.edge.errors import ApiError
-from gateway import kept_text
+from gateway import content
 from gateway.jsonio import encode
 from gateway.accounts.keys import new_id
 from gateway.providers.base import ChatStream
@@ -78,7 +78,7 @@ class TranslatedRelay(ResponsesRelay[ChatStream]):
         """The response as it ends (closed here, once, so what is kept is what is sent)."""
         self.closing = self.events.closing(usage, None)
         kept = store.kept(self.ready.items, self.closing[-1]["response"], self.ready.request.store)
-        return kept_text.marked(kept, self.events.truncated)
+        return content.marked(kept, self.events.truncated)
 
 
 class NativeRelay(ResponsesRelay[ResponseEvents]):

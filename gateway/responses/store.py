@@ -10,7 +10,7 @@ a response never kept (retention none, store false, a failed request) or whose t
 has removed is answered with why.
 """
 
-from gateway.dashboard.request_log import kept_text
+from gateway import content
 from gateway.edge.errors import ApiError
 from gateway.services import Caller, Services
 from ledger import log_queries
@@ -50,7 +50,7 @@ async def stored(services: Services, caller: Caller, response_id: str, status: i
         raise refused("does not exist in this organization")
     if row.status != 200:
         raise refused(f"failed (status {row.status}); a failed response is not stored")
-    text, state = await kept_text(services, row.content_id)
+    text, state = await content.read(services.recorder, row.content_id)
     if state == "removed":
         raise refused("is no longer stored: the organization's retention removed its text",
                       410 if status == 404 else status)  # gone, when it is the thing asked for

@@ -6,7 +6,7 @@ closed with its `done` events when the next one opens or the stream ends; the la
 carries the whole response, built as `translate.response_resource` builds the unstreamed one.
 Events are plain dicts numbered by `sequence_number` from 0. No I/O here.
 
-Each item keeps at most `kept_text.KEPT_TEXT_CHARS` of its text for its `done` events and the
+Each item keeps at most `content.KEPT_TEXT_CHARS` of its text for its `done` events and the
 closing response (so a stream of any length relays in bounded memory); the deltas carry it all.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from gateway.billing.pricing import Usage
 from gateway.accounts.keys import new_id
-from gateway.kept_text import KeptText
+from gateway.content import KeptText
 from gateway.responses.translate import (INCOMPLETE_REASONS, function_call_item, message_item, output_text_part,
                                          response_resource)
 

@@ -13,7 +13,7 @@ import pytest
 
 from gateway.edge import sse
 from gateway.edge.errors import UpstreamError
-from gateway.kept_text import KEPT_TEXT_CHARS, KeptText
+from gateway.content import KEPT_TEXT_CHARS, KeptText
 
 from gateway_helpers import gateway_process, run_cli_async, simulator_providers_toml, write_config
 from support import auth, clean_env, decimal_json
