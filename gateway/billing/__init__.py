@@ -1,7 +1,7 @@
 """Billing: what a request costs and how it is charged (spec 7). Nothing is imported here.
 
-- `pricing`: usage reports checked (Usage), tokens times catalogue prices in USD and INR (Cost),
-  and the cost fields of answers.
+- `pricing`: a provider's checked usage (gateway.providers.usage.Usage) times catalogue prices in
+  USD and INR (Cost), and the cost fields of answers.
 - `charging`: the charged rule (Outcome.charged), the credit checks before a paid request
   (admit, require_credit), and recording a request's charge in the ledger (record, bill, failed).
 

@@ -12,10 +12,11 @@ models: the price.
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 
-from gateway.billing.pricing import NO_USAGE, Usage, model_cost
+from gateway.billing.pricing import NO_USAGE, model_cost
 from gateway.catalogue import Resolved
 from gateway.jsonio import encode
 from gateway.providers.base import Allowance
+from gateway.providers.usage import Usage
 from gateway.services import Services
 from ledger.money import to_nano
 

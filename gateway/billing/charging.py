@@ -9,10 +9,11 @@ from decimal import Decimal
 import msgspec
 import structlog
 
-from gateway.billing.pricing import FREE, NO_USAGE, Cost, Usage, cost_headers, model_cost
+from gateway.billing.pricing import FREE, NO_USAGE, Cost, cost_headers, model_cost
 from gateway.catalogue import Resolved
 from gateway.edge.errors import ApiError, UpstreamError
 from gateway.jsonio import encode
+from gateway.providers.usage import Usage
 from gateway.services import Caller, Services
 from ledger.events import Event, RequestCompleted
 from ledger.money import from_nano

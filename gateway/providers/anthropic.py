@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 
 from gateway.edge import sse
-from gateway.billing.pricing import token_count
+from gateway.providers.usage import token_count
 from gateway.config import ProviderConfig
 from gateway.edge.errors import UpstreamError
 from gateway.jsonio import encode

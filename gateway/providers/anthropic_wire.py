@@ -10,7 +10,7 @@ from types import MappingProxyType
 
 import msgspec
 
-from gateway.billing.pricing import Usage, checked_usage, token_count, usage_report
+from gateway.providers.usage import Usage, checked_usage, token_count, usage_report
 from gateway.edge.errors import UpstreamError, bad_request
 from gateway.jsonio import encode, loads
 from gateway.providers.base import Allowance, limit
@@ -222,7 +222,7 @@ def tool_choice_of(choice: str | dict | None, parallel: bool | None) -> dict | N
 
 def usage_of(usage: object) -> Usage:
     """Anthropic usage as billing sees it: cache reads and writes are part of the prompt.
-    Checked by billing's rule: UpstreamError 502 when it is not sound."""
+    Checked (gateway.providers.usage): UpstreamError 502 when it is not sound."""
     report = usage_report(PROVIDER, usage)
     cache_read = token_count(PROVIDER, report, "cache_read_input_tokens")
     cache_write = token_count(PROVIDER, report, "cache_creation_input_tokens")

@@ -12,7 +12,7 @@ from typing import Protocol
 
 import msgspec
 
-from gateway.billing.pricing import Usage
+from gateway.providers.usage import Usage
 from gateway.edge.errors import bad_request
 
 

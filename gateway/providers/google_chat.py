@@ -9,7 +9,7 @@ UpstreamError.
 from collections.abc import Callable
 from types import MappingProxyType
 
-from gateway.billing.pricing import Usage, checked_usage, token_count, usage_report
+from gateway.providers.usage import Usage, checked_usage, token_count, usage_report
 from gateway.edge.errors import UpstreamError
 from gateway.jsonio import encode, loads
 from gateway.providers.shapes import GeminiAnswer, conforming
@@ -82,7 +82,7 @@ def finish_reason(reason: str | None, called: bool) -> str | None:
 
 def usage_of(metadata: object) -> Usage:
     """Gemini usageMetadata as billing sees it: thinking is output, tool-use prompts are input.
-    Checked by billing's rule: UpstreamError 502 when it is not sound."""
+    Checked (gateway.providers.usage): UpstreamError 502 when it is not sound."""
     count = _counter(metadata)
     return checked_usage(PROVIDER, Usage(count("promptTokenCount") + count("toolUsePromptTokenCount"),
                                          count("candidatesTokenCount") + count("thoughtsTokenCount"),

@@ -10,7 +10,7 @@ import yarl
 
 from gateway.providers import float32
 from gateway.edge import sse, upstream_headers
-from gateway.billing.pricing import Usage, checked_usage, reported_seconds, token_count, usage_report
+from gateway.providers.usage import Usage, checked_usage, reported_seconds, token_count, usage_report
 from gateway.config import ProviderConfig
 from gateway.edge.errors import UpstreamError
 from gateway.jsonio import loads
@@ -26,7 +26,7 @@ BETA_HEADER, REALTIME_BETA = "OpenAI-Beta", "realtime=v1"  # asks for the beta r
 
 
 def usage_of(usage: object) -> Usage:
-    """OpenAI's chat usage, checked by billing's rule (UpstreamError 502 when it is not sound)."""
+    """OpenAI's chat usage, checked (gateway.providers.usage; UpstreamError 502 when it is not sound)."""
     return _counted_usage(usage, ("prompt_tokens", "completion_tokens", "prompt_tokens_details"))
 
 
@@ -42,7 +42,7 @@ def responses_usage(usage: object) -> Usage:
 
 def _counted_usage(usage: object, fields: tuple[str, str, str]) -> Usage:
     """A usage object whose `fields` name its prompt and completion counts and the details
-    object holding `cached_tokens`, as billing's checked Usage."""
+    object holding `cached_tokens`, as a checked Usage."""
     prompt, completion, details_field = fields
     report = usage_report(PROVIDER, usage)
     details = usage_report(PROVIDER, report.get(details_field))
@@ -178,7 +178,7 @@ def embedding_reply(body: dict) -> EmbeddingReply:
 
 def transcription_reply(body: dict) -> TranscriptionReply:
     """The transcript with what it is billed on: tokens, or seconds of audio (usage, else
-    `duration`), each checked by billing's rule. A reply reporting neither costs nothing."""
+    `duration`), each checked (gateway.providers.usage). A reply reporting neither costs nothing."""
     shapes.conforming("openai", body, shapes.OpenAITranscription, "transcription")
     usage = usage_report("openai", body.get("usage"))
     if usage.get("type") == "tokens":

@@ -14,7 +14,7 @@ import aiohttp
 import msgspec
 
 from gateway.edge import sse
-from gateway.billing.pricing import Usage
+from gateway.providers.usage import Usage
 from gateway.edge.errors import UpstreamError
 from gateway.jsonio import loads
 from gateway.providers.base import Allowance, ChatCall, ChatReply, limit

@@ -3,8 +3,8 @@
 An upstream body or stream event is checked against its shape before anything reads it, so a
 provider that sends `"choices": "..."` or a text that is a number is a 502 the gateway records,
 never a crash. Unknown fields are allowed (and kept, since the checked dict is what is used);
-usage objects are only required to be objects here: their counts are checked by billing's
-rule (`gateway.billing.pricing`).
+usage objects are only required to be objects here: their counts are checked by
+`gateway.providers.usage`.
 """
 
 from typing import Any, TypeVar

@@ -12,7 +12,7 @@ from decimal import Decimal
 import msgspec
 import pytest
 
-from gateway.billing.pricing import MAX_REPORTED_SECONDS, MAX_REPORTED_TOKENS, Usage, checked_usage, reported_seconds, \
+from gateway.providers.usage import MAX_REPORTED_SECONDS, MAX_REPORTED_TOKENS, Usage, checked_usage, reported_seconds, \
     token_count
 from gateway.edge.errors import UpstreamError
 from ledger import audit
