@@ -49,7 +49,9 @@ def unrecorded_error(exc: Exception) -> ApiError:
 
 
 class RelayedRequest(Protocol):
-    model: str  # the model as the client named it
+    @property
+    def model(self) -> str:
+        """The model as the client named it."""
 
 
 class Upstream(Protocol):

@@ -12,7 +12,8 @@ from gateway.billing import ceilings
 from gateway.billing.charging import bill
 from gateway.billing.pricing import usage_body
 from gateway.catalogue import Resolved
-from gateway.chat.service import StreamRelay, chat_call
+from gateway.chat.service import chat_call
+from gateway.chat.streams import ChatRelay
 from gateway.chat.request import Penalty, PositiveInt, StreamOptions, Unit
 from gateway.providers import openai
 from gateway.resolution import COMPLETION
@@ -90,7 +91,7 @@ async def open_stream(services: Services, caller: Caller, body: dict, request: C
                            byok=answered.byok)
 
 
-class CompletionRelay(StreamRelay):
+class CompletionRelay(ChatRelay):
     """Chat's relay, for chunks whose choices carry `text`."""
 
     route = ROUTE

@@ -1,29 +1,20 @@
-"""Chat completions: validate, pick the provider, call it once, bill the usage, relay."""
+"""Chat completions: validate, pick the provider, call it once, bill the usage; a stream is
+relayed by gateway.chat.streams."""
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from aiohttp import web
-
-from gateway.edge import sse
 from gateway.billing import ceilings
 from gateway.billing.charging import bill
-from gateway.billing.pricing import Cost, Usage, usage_body
+from gateway.billing.pricing import usage_body
 from gateway.catalogue import Resolved
 from gateway.chat.request import ChatRequest
-from gateway.edge.errors import ApiError, bad_request
-from gateway.jsonio import encode
-from gateway.providers.base import ChatCall, ChatStream
+from gateway.chat.streams import ROUTE, ChatRelay
+from gateway.edge.errors import bad_request
+from gateway.providers.base import ChatCall
 from gateway.providers.capabilities import ChatProvider
-from gateway.streaming import BilledRelay
 from gateway.resolution import CHAT, Served
 from gateway.routing import failover
 from gateway.services import Caller, Services
-
-if TYPE_CHECKING:  # completions streams through this relay; it imports this module
-    from gateway.chat.completions import CompletionRequest
-
-ROUTE = "/v1/chat/completions"
 
 
 def with_token_limit(request: ChatRequest) -> Callable[[list[Served[ChatProvider]]], list[Served[ChatProvider]]]:
@@ -70,54 +61,12 @@ async def complete(services: Services, caller: Caller, body: dict, request: Chat
     return reply.body
 
 
-async def open_stream(services: Services, caller: Caller, body: dict, request: ChatRequest) -> "StreamRelay":
+async def open_stream(services: Services, caller: Caller, body: dict, request: ChatRequest) -> ChatRelay:
     """Start a streamed completion with the first provider that accepts it; errors before then
     are ordinary error responses."""
     answered = await failover.routed(
         services, caller, body, request.model, CHAT,
         lambda served, key: served.provider.open_chat_stream(chat_call(caller, body, served, key)),
         path=ROUTE, ceiling=ceiling(services, body), stream=True, usable=with_token_limit(request))
-    return StreamRelay(services, caller, request, answered.served.model, answered.answer, prompt_text(request),
-                       byok=answered.byok)
-
-
-class StreamRelay(BilledRelay[ChatStream]):
-    """Relays upstream chunks to the client one by one, then bills (BilledRelay's rule) and
-    sends the usage, when the client asked for it, in a last chunk carrying the cost. Text
-    completions stream the same way (gateway.chat.completions), their chunks named and read apart."""
-
-    route = ROUTE
-    request: "ChatRequest | CompletionRequest"
-    chunk_object = "chat.completion.chunk"  # a usage chunk's `object` when the provider sent none
-
-    def __init__(self, services: Services, caller: Caller, request: "ChatRequest | CompletionRequest",
-                 model: Resolved, upstream: ChatStream, prompt: list[dict], byok: bool) -> None:
-        super().__init__(services, caller, request, model, upstream, prompt, byok)
-        self.usage_chunk: dict | None = None  # the provider's, whose id and model the client's keeps
-
-    @staticmethod
-    def _texts(chunk: dict) -> list[str]:
-        """The text a chunk delivered, for the content store."""
-        return [(c.get("delta") or {}).get("content") or "" for c in chunk.get("choices") or ()]
-
-    async def _relay(self, response: web.StreamResponse) -> None:
-        async for chunk in self.upstream:
-            if chunk.usage is not None:
-                self.usage, self.usage_chunk = chunk.usage, chunk.parsed
-                continue
-            await response.write(sse.frame(chunk.data))
-            self.delivered += chunk.tokens
-            for text in self._texts(chunk.parsed):
-                self.text.add(text)
-
-    async def _finish(self, response: web.StreamResponse, usage: Usage, cost: Cost) -> None:
-        options = self.request.stream_options
-        if options and options.include_usage:
-            chunk = {**(self.usage_chunk or {"object": self.chunk_object, "choices": []}),
-                     "usage": usage_body(usage, cost)}
-            await response.write(sse.frame(encode(chunk)))
-        await response.write(sse.DONE)
-        await response.write_eof()
-
-    def _error_frames(self, error: ApiError) -> bytes:
-        return sse.frame(encode(error.body())) + sse.DONE
+    return ChatRelay(services, caller, request, answered.served.model, answered.answer, prompt_text(request),
+                     byok=answered.byok)

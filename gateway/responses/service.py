@@ -9,7 +9,6 @@ ever saw the gateway's response ids.
 """
 
 import functools
-import time
 from collections.abc import Callable
 
 from gateway.billing import ceilings
@@ -17,13 +16,14 @@ from gateway.billing.charging import bill
 from gateway.catalogue import Resolved
 from gateway.billing.pricing import cost_body
 from gateway.chat.service import chat_call
-from gateway.providers.base import Allowance, ChatCall, ChatReply
+from gateway.providers.base import Allowance, ChatReply
 from gateway.providers.capabilities import ChatProvider, ResponsesProvider
 from gateway.resolution import CHAT, Served
 from gateway.routing import failover
 from gateway.routing.router import Plan
 from gateway.responses import store, translate
-from gateway.responses.relay import NativeRelay, ResponsesRelay, TranslatedRelay
+from gateway.responses.prepared import Prepared
+from gateway.responses.streams import NativeRelay, ResponsesRelay, TranslatedRelay
 from gateway.responses.request import ResponsesRequest, check
 from gateway.services import Caller, Services
 
@@ -31,23 +31,6 @@ ROUTE = store.ROUTE
 # The output limit sent to a provider that demands one (Anthropic) when the client set none:
 # Responses clients rarely send max_output_tokens, and a 400 for its absence would fail them all.
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
-
-
-class Prepared:
-    """One request made ready for one provider: its model and adapters, its conversation as
-    input items, the call to make, and the id and time its answer carries."""
-
-    def __init__(self, served: Served[ChatProvider], native: ResponsesProvider | None, items: list[dict],
-                 call: ChatCall, body: dict, request: ResponsesRequest, response_id: str) -> None:
-        self.served, self.native, self.items, self.call = served, native, items, call
-        self.body, self.request, self.response_id, self.created_at = body, request, response_id, int(time.time())
-
-    def answer(self, reply: ChatReply) -> dict:
-        """The provider's answer as the client's `response` object (cost added after billing)."""
-        if self.native is not None:
-            return named(reply.body, self)
-        return translate.response_object(reply.body, reply.usage, response_id=self.response_id,
-                                         model=self.request.model, created_at=self.created_at, request=self.body)
 
 
 class Conversation:
@@ -91,11 +74,6 @@ class Conversation:
         call = chat_call(caller, self.sent(served.model), served, api_key)
         return Prepared(served, self.native(served.model), self.items, call, self.body, request,
                         store.response_id(caller.request_id))
-
-
-def named(response: dict, ready: Prepared) -> dict:
-    """A provider's response object under the gateway's id and the model the client named."""
-    return {**response, "id": ready.response_id, "model": ready.request.model}
 
 
 async def prepare(services: Services, caller: Caller, body: dict, request: ResponsesRequest) -> Conversation:

@@ -2,8 +2,6 @@
 the usage and cost carried by the closing `response.completed` (held back until the charge is
 recorded). A provider failure mid-way ends the stream with an `error` event, numbered on."""
 
-from typing import TYPE_CHECKING
-
 from aiohttp import web
 
 from gateway.billing.pricing import Cost, Usage, cost_body
@@ -15,13 +13,11 @@ from gateway.providers.base import ChatStream
 from gateway.providers.capabilities import ResponseEvents
 from gateway.streaming import BilledRelay, U
 from gateway.responses import store
+from gateway.responses.prepared import Prepared
 from gateway.responses.translate import message_item, response_resource
 from gateway.responses.translate_stream import EventEncoder
 from gateway.services import Caller, Services
 from gateway.edge.sse import event_frame
-
-if TYPE_CHECKING:  # the service builds the relays; only its type is needed here
-    from gateway.responses.service import Prepared
 
 
 def frames(events: list[dict]) -> bytes:
@@ -31,7 +27,7 @@ def frames(events: list[dict]) -> bytes:
 class ResponsesRelay(BilledRelay[U]):
     route = store.ROUTE
 
-    def __init__(self, services: Services, caller: Caller, ready: "Prepared", upstream: U) -> None:
+    def __init__(self, services: Services, caller: Caller, ready: Prepared, upstream: U) -> None:
         # What a usage the provider never reported is estimated from: the chat messages sent, or
         # (natively) the input items, measured as JSON.
         prompt = ready.call.body.get("messages") or [{"role": "user", "content": ready.items}]
@@ -56,7 +52,7 @@ class ResponsesRelay(BilledRelay[U]):
 class TranslatedRelay(ResponsesRelay[ChatStream]):
     """Chat chunks in, Responses events out (`translate_stream.EventEncoder`)."""
 
-    def __init__(self, services: Services, caller: Caller, ready: "Prepared", upstream: ChatStream) -> None:
+    def __init__(self, services: Services, caller: Caller, ready: Prepared, upstream: ChatStream) -> None:
         super().__init__(services, caller, ready, upstream)
         self.events = EventEncoder(response_id=ready.response_id, model=ready.request.model,
                                    created_at=ready.created_at, request=ready.body)
