@@ -19,37 +19,36 @@ from gateway.edge.errors import UpstreamError
 from gateway.jsonio import encode
 from gateway.providers import anthropic_wire as wire
 from gateway.providers.base import Allowance, ChatCall, ChatReply, Chunk
-from gateway.providers.http import Upstream, post_json, read_json, scrubbed, timeout_for
+from gateway.providers.http import Upstream, post_json, read_json, timeout_for
 from gateway.providers.openai import delta_tokens
+from gateway.providers.stream import UpstreamEventStream
 
 
-async def upstream_events(response: aiohttp.ClientResponse) -> AsyncIterator[tuple[str, bytes, dict]]:
-    """(name, raw data, decoded data) of each event as it arrives; an `error` event raises."""
-    try:
-        async for event in sse.events(response.content):
-            data = wire.decode_event(event.data)
-            if data.get("type") == "error":
-                raise scrubbed(wire.stream_error(data), response)  # it may quote the key sent
-            yield event.name.decode() or str(data.get("type")), event.data, data
-    except TimeoutError:
-        raise UpstreamError(504, "anthropic stopped streaming (read timeout)") from None
-    except aiohttp.ClientError as exc:
-        raise UpstreamError(502, f"anthropic stream broke off: {type(exc).__name__}") from None
+class AnthropicEventStream(UpstreamEventStream[tuple[str, bytes, dict]]):
+    """Anthropic's events as they arrive: (name, raw data, decoded data) of each; an `error` event raises."""
+
+    provider = "anthropic"
+
+    def parse(self, data: bytes) -> dict:
+        return wire.decode_event(data)
+
+    def failure(self, parsed: dict) -> UpstreamError | None:
+        return wire.stream_error(parsed) if parsed.get("type") == "error" else None
+
+    def item(self, event: sse.SseEvent, parsed: dict) -> tuple[str, bytes, dict]:
+        return event.name.decode() or str(parsed.get("type")), event.data, parsed
 
 
 def _unfinished() -> UpstreamError:
     return UpstreamError(502, "anthropic ended the stream before message_stop")
 
 
-class AnthropicChatStream:
+class AnthropicChatStream(AnthropicEventStream):
     """Anthropic's events translated into OpenAI chunks as they arrive."""
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
-        self._response = response
-
     async def __aiter__(self) -> AsyncIterator[Chunk]:
-        translator = wire.StreamTranslator(int(time.time()))
-        async for _, _, data in upstream_events(self._response):
+        translator = wire.AnthropicEventTranslator(int(time.time()))
+        async for _, _, data in self.items():
             for chunk in translator.feed(data):
                 if chunk["choices"]:
                     yield Chunk(encode(chunk), chunk, tokens=delta_tokens(chunk))
@@ -58,21 +57,15 @@ class AnthropicChatStream:
         if not translator.finished:
             raise _unfinished()
 
-    async def aclose(self) -> None:
-        self._response.close()  # closing the connection is how an HTTP client cancels
 
-
-class AnthropicMessageStream:
+class AnthropicMessageStream(AnthropicEventStream):
     """Anthropic's own events, relayed unchanged except that message_delta carries the usage of
     the whole message (message_start's input counts merged with the final output count)."""
-
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
-        self._response = response
 
     async def __aiter__(self) -> AsyncIterator[wire.MessageEvent]:
         reported: dict = {}
         stopped = False
-        async for name, raw, data in upstream_events(self._response):
+        async for name, raw, data in self.items():
             if name == "message_start":
                 reported.update((data.get("message") or {}).get("usage") or {})
             if name == "message_delta":
@@ -84,9 +77,6 @@ class AnthropicMessageStream:
             yield wire.MessageEvent(name, sse.event_frame(name, raw), data, tokens=wire.delta_tokens(data))
         if not stopped:
             raise _unfinished()
-
-    async def aclose(self) -> None:
-        self._response.close()
 
 
 def chat_request(call: ChatCall, stream: bool) -> dict:

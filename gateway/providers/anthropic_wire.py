@@ -288,7 +288,7 @@ def checked_message(message: dict) -> dict:
     return message
 
 
-class StreamTranslator:
+class AnthropicEventTranslator:
     """Anthropic stream events in, OpenAI `chat.completion.chunk` objects out, one at a time.
 
     A tool_use block becomes a tool call (its OpenAI index counts tool calls, not blocks) and its

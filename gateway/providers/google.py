@@ -24,8 +24,9 @@ from gateway.jsonio import encode
 from gateway.providers import google_chat as wire
 from gateway.providers import google_chat_request as request_wire
 from gateway.providers.base import Allowance, ChatCall, ChatReply, Chunk, MusicCall, MusicReply, SafetyBlocked
-from gateway.providers.http import Upstream, post_json, read_json, scrubbed, timeout_for
+from gateway.providers.http import Upstream, post_json, read_json, timeout_for
 from gateway.providers.openai import delta_tokens
+from gateway.providers.stream import UpstreamEventStream
 
 SAFETY_FINISH = frozenset({"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION",
                            "IMAGE_SAFETY"})
@@ -59,27 +60,25 @@ def music_reply(body: dict) -> MusicReply:
     return MusicReply(data, audio.get("mimeType", "audio/mpeg"), text)
 
 
-async def upstream_events(response: aiohttp.ClientResponse) -> AsyncIterator[dict]:
-    """The decoded data of each SSE event as it arrives; an `error` event raises."""
-    try:
-        async for event in sse.events(response.content):
-            data = wire.decode_event(event.data)
-            if "error" in data:
-                raise scrubbed(wire.stream_error(data["error"]), response)  # it may quote the key sent
-            yield data
-    except TimeoutError:
-        raise UpstreamError(504, "google stopped streaming (read timeout)") from None
-    except aiohttp.ClientError as exc:
-        raise UpstreamError(502, f"google stream broke off: {type(exc).__name__}") from None
-
-
-class GeminiChatStream:
+class GeminiChatStream(UpstreamEventStream[dict]):
     """Gemini's stream events translated into OpenAI chunks as they arrive, the usage last."""
 
-    def __init__(self, response: aiohttp.ClientResponse, translator: wire.StreamTranslator) -> None:
-        self._response, self._translator = response, translator
+    provider = "google"
+
+    def __init__(self, response: aiohttp.ClientResponse, translator: wire.GeminiChunkTranslator) -> None:
+        super().__init__(response)
+        self._translator = translator
         self._chunks = self._translate()
         self._first: Chunk | None = None
+
+    def parse(self, data: bytes) -> dict:
+        return wire.decode_event(data)
+
+    def failure(self, parsed: dict) -> UpstreamError | None:
+        return wire.stream_error(parsed["error"]) if "error" in parsed else None
+
+    def item(self, event: sse.SseEvent, parsed: dict) -> dict:
+        return parsed
 
     async def start(self) -> None:
         """Read up to the first chunk, so a refused prompt fails before anything is relayed."""
@@ -93,7 +92,7 @@ class GeminiChatStream:
 
     async def _translate(self) -> AsyncGenerator[Chunk, None]:  # aclose() ends it early
         translator = self._translator
-        async for event in upstream_events(self._response):
+        async for event in self.items():
             if (chunk := translator.feed(event)) is not None:
                 yield Chunk(encode(chunk), chunk, tokens=delta_tokens(chunk))
         if not translator.finished:
@@ -103,7 +102,7 @@ class GeminiChatStream:
             yield Chunk(encode(last), last, usage=usage)
 
     async def aclose(self) -> None:
-        self._response.close()  # closing the connection is how an HTTP client cancels
+        await super().aclose()
         await self._chunks.aclose()
 
 
@@ -142,7 +141,7 @@ class GoogleProvider:
 
     async def open_chat_stream(self, call: ChatCall) -> GeminiChatStream:
         response = await self._post_chat(call, "streamGenerateContent?alt=sse")
-        translator = wire.StreamTranslator(wire.completion_id(call.request_id), call.upstream_model,
+        translator = wire.GeminiChunkTranslator(wire.completion_id(call.request_id), call.upstream_model,
                                            int(time.time()))
         stream = GeminiChatStream(response, translator)
         try:

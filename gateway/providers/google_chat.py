@@ -133,7 +133,7 @@ def checked_answer(answer: dict, what: str = "answer") -> dict:
     return answer
 
 
-class StreamTranslator:
+class GeminiChunkTranslator:
     """Gemini stream events (each a GenerateContentResponse) in, one OpenAI chunk per event out.
 
     Each choice's first delta carries the role; function calls arrive whole and become whole

@@ -17,8 +17,9 @@ from gateway.jsonio import loads
 from gateway.providers import shapes
 from gateway.providers.base import Allowance, ChatCall, ChatReply, Chunk, EmbeddingCall, EmbeddingReply, \
     FilePart, FormField, SpeechCall, TranscriptionCall, TranscriptionReply, answers, limit
-from gateway.providers.http import Upstream, post, post_json, read_json, scrubbed, timeout_for
+from gateway.providers.http import Upstream, post, post_json, read_json, timeout_for
 from gateway.providers.multipart import encode_form, new_boundary
+from gateway.providers.stream import UpstreamEventStream
 
 PROVIDER = "openai"
 
@@ -89,47 +90,42 @@ def delta_tokens(chunk: dict) -> int:
                if (delta := choice.get("delta") or {}).get("content") or delta.get("tool_calls"))
 
 
-class OpenAIChatStream:
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
-        self._response = response
+class OpenAIChatStream(UpstreamEventStream[Chunk]):
+    """OpenAI's chat chunks, relayed as they are, until [DONE]."""
 
-    async def __aiter__(self) -> AsyncIterator[Chunk]:
-        try:
-            async for event in sse.events(self._response.content):
-                if event.data == b"[DONE]":
-                    return
-                yield self._chunk(event.data)
-        except UpstreamError as exc:
-            raise scrubbed(exc, self._response) from None  # an error chunk may quote the key sent
-        except TimeoutError:
-            raise UpstreamError(504, "openai stopped streaming (read timeout)") from None
-        except aiohttp.ClientError as exc:
-            raise UpstreamError(502, f"openai stream broke off: {type(exc).__name__}") from None
-        # A stream that ends without [DONE] was broken off, however cleanly the connection closed.
-        raise UpstreamError(502, "openai ended the stream before [DONE]")
-
+    provider = PROVIDER
     shape: type[shapes.OpenAIChunk] | type[shapes.OpenAITextChunk] = shapes.OpenAIChunk
     what = "stream chunk"
+
+    async def __aiter__(self) -> AsyncIterator[Chunk]:
+        async for chunk in self.items():
+            yield chunk
+        if not self.ended:  # without [DONE] it was broken off, however cleanly the connection closed
+            raise UpstreamError(502, "openai ended the stream before [DONE]")
 
     @staticmethod
     def _tokens(parsed: dict) -> int:
         return delta_tokens(parsed)
 
-    def _chunk(self, data: bytes) -> Chunk:
+    def parse(self, data: bytes) -> dict | None:
+        if data == b"[DONE]":
+            return None
         try:
             parsed = loads(data)
         except ValueError:
             raise UpstreamError(502, "openai sent a chunk that is not JSON") from None
-        chunk = shapes.conforming("openai", parsed, self.shape, self.what)
-        if chunk.error is not None:
-            message = str(chunk.error.get("message") or "no message")  # redacted by the caller
-            raise UpstreamError(502, f"openai stream failed: {message}")
-        if chunk.usage and not chunk.choices:
-            return Chunk(data, parsed, usage=usage_of(chunk.usage))
-        return Chunk(data, parsed, tokens=self._tokens(parsed))
+        shapes.conforming("openai", parsed, self.shape, self.what)  # an object, its fields typed
+        return parsed
 
-    async def aclose(self) -> None:
-        self._response.close()  # closing the connection is how an HTTP client cancels
+    def failure(self, parsed: dict) -> UpstreamError | None:
+        if (error := parsed.get("error")) is None:
+            return None
+        return UpstreamError(502, f"openai stream failed: {error.get('message') or 'no message'}")
+
+    def item(self, event: sse.SseEvent, parsed: dict) -> Chunk:
+        if parsed.get("usage") and not parsed.get("choices"):
+            return Chunk(event.data, parsed, usage=usage_of(parsed["usage"]))
+        return Chunk(event.data, parsed, tokens=self._tokens(parsed))
 
 
 class OpenAITextStream(OpenAIChatStream):

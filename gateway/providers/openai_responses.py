@@ -10,7 +10,6 @@ UpstreamError: recorded, never charged.
 from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
 import msgspec
 
 from gateway.edge import sse
@@ -18,8 +17,9 @@ from gateway.providers.usage import Usage
 from gateway.edge.errors import UpstreamError
 from gateway.jsonio import loads
 from gateway.providers.base import Allowance, ChatCall, ChatReply, limit
-from gateway.providers.http import read_json, scrubbed
+from gateway.providers.http import read_json
 from gateway.providers.openai import OpenAIProvider, responses_usage
+from gateway.providers.stream import UpstreamEventStream
 
 PROVIDER = "openai"
 CLOSING = frozenset({"response.completed", "response.incomplete"})
@@ -53,42 +53,37 @@ def response_reply(body: object) -> ChatReply:
     return ChatReply(body, responses_usage(response.usage))
 
 
-def response_event(data: bytes) -> ResponseEvent:
-    try:
-        parsed = loads(data)
-    except ValueError:
-        raise UpstreamError(502, "openai sent a response event that is not JSON") from None
-    kind = parsed.get("type") if isinstance(parsed, dict) else None
-    if not isinstance(kind, str):
-        raise UpstreamError(502, "openai sent a response event without a type")
-    if kind in FAILED:
-        error = parsed.get("error") or (parsed.get("response") or {}).get("error") or parsed
-        raise UpstreamError(502, f"openai response failed: {error.get('message') or 'no message'}")
-    if kind in CLOSING:
-        return ResponseEvent(parsed, usage=response_reply(parsed.get("response")).usage)
-    return ResponseEvent(parsed, tokens=1 if kind in DELTAS else 0)
+class OpenAIResponseStream(UpstreamEventStream[ResponseEvent]):
+    """A streamed response's events until its closing one."""
 
-
-class OpenAIResponseStream:
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
-        self._response = response
+    provider = PROVIDER
 
     async def __aiter__(self) -> AsyncIterator[ResponseEvent]:
-        try:
-            async for event in sse.events(self._response.content):
-                yield (read := response_event(event.data))
-                if read.usage is not None:
-                    return
-        except UpstreamError as exc:
-            raise scrubbed(exc, self._response) from None  # an error event may quote the key sent
-        except TimeoutError:
-            raise UpstreamError(504, "openai stopped streaming (read timeout)") from None
-        except aiohttp.ClientError as exc:
-            raise UpstreamError(502, f"openai stream broke off: {type(exc).__name__}") from None
+        async for read in self.items():
+            yield read
+            if read.usage is not None:
+                return
         raise UpstreamError(502, "openai ended the response stream before response.completed")
 
-    async def aclose(self) -> None:
-        self._response.close()  # closing the connection is how an HTTP client cancels
+    def parse(self, data: bytes) -> dict:
+        try:
+            parsed = loads(data)
+        except ValueError:
+            raise UpstreamError(502, "openai sent a response event that is not JSON") from None
+        if not isinstance(parsed.get("type") if isinstance(parsed, dict) else None, str):
+            raise UpstreamError(502, "openai sent a response event without a type")
+        return parsed
+
+    def failure(self, parsed: dict) -> UpstreamError | None:
+        if parsed["type"] not in FAILED:
+            return None
+        error = parsed.get("error") or (parsed.get("response") or {}).get("error") or parsed
+        return UpstreamError(502, f"openai response failed: {error.get('message') or 'no message'}")
+
+    def item(self, event: sse.SseEvent, parsed: dict) -> ResponseEvent:
+        if parsed["type"] in CLOSING:
+            return ResponseEvent(parsed, usage=response_reply(parsed.get("response")).usage)
+        return ResponseEvent(parsed, tokens=1 if parsed["type"] in DELTAS else 0)
 
 
 def request_body(call: ChatCall, stream: bool) -> dict:

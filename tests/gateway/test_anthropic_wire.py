@@ -233,7 +233,7 @@ STREAM = [
 
 
 def test_a_stream_translates_event_by_event_into_chunks():
-    translator = wire.StreamTranslator(1700000000)
+    translator = wire.AnthropicEventTranslator(1700000000)
     chunks = [chunk for event in STREAM for chunk in translator.feed(event)]
     assert all(c["id"] == "msg_9" and c["model"] == "claude-x" and c["created"] == 1700000000 for c in chunks)
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
@@ -255,7 +255,7 @@ def test_a_stream_translates_event_by_event_into_chunks():
 
 
 def test_tool_call_indexes_count_tool_calls_not_blocks():
-    translator = wire.StreamTranslator(0)
+    translator = wire.AnthropicEventTranslator(0)
     translator.feed(STREAM[0])
     for index in (3, 5):
         block = {"type": "tool_use", "id": f"t{index}", "name": "f", "input": {}}

@@ -188,7 +188,7 @@ def test_function_calls_become_tool_calls():
 def test_blocked_prompt_is_an_error_not_an_empty_success():
     blocked = {"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}, "usageMetadata": {"promptTokenCount": 5}}
     for translate in (lambda: wire.completion(blocked, "chatcmpl-x", MODEL, 1),
-                      lambda: wire.StreamTranslator("chatcmpl-x", MODEL, 1).feed(blocked)):
+                      lambda: wire.GeminiChunkTranslator("chatcmpl-x", MODEL, 1).feed(blocked)):
         with pytest.raises(UpstreamError) as raised:
             translate()
         assert raised.value.status == 400
@@ -199,7 +199,7 @@ def test_blocked_prompt_is_an_error_not_an_empty_success():
 
 
 def test_stream_translator_role_first_tool_calls_and_usage_last():
-    translator = wire.StreamTranslator("chatcmpl-req_2", MODEL, 5)
+    translator = wire.GeminiChunkTranslator("chatcmpl-req_2", MODEL, 5)
     call = {"functionCall": {"name": "f", "args": {"a": 1}}}
     chunks = [translator.feed(answer([{"text": "Hel"}], finish=None)),
               translator.feed(answer([{"text": "lo"}, call], finish=None)),
