@@ -1,5 +1,5 @@
-"""The application factory: one cleanup context per resource, typed keys (gateway.edge.state), thin
-handlers (gateway.handlers, which holds the route table)."""
+"""The application factory: one cleanup context per resource, typed keys (gateway.edge.state), and
+every endpoint (gateway.routes) registered through the route table (gateway.edge.routes)."""
 
 import asyncio
 from collections.abc import AsyncIterator
@@ -9,6 +9,7 @@ from aiohttp import web
 
 from gateway import providers, redis_client
 from gateway.realtime import session as realtime
+from gateway.billing.attempts import AttemptCharges
 from gateway.billing.escrow import Escrow
 from gateway.billing.leases import HoldLeases
 from gateway.billing.releases import Releases
@@ -16,19 +17,21 @@ from gateway.edge.body_budget import BodyBudget
 from gateway.catalogue import Catalogue
 from gateway.config import Config, LedgerConfig
 from gateway.accounts.directory import Directory
-from gateway.handlers import MAX_BODY_BYTES, setup_routes
 from gateway.edge.intake import intake
-from gateway.accounts.limits import RateLimiter
+from gateway.accounts.limits import RateLimiter, TokenSpend
+from gateway.ops.facts import ChargeFacts, CostHeaders
 from gateway.ops.metrics import Metrics
 from gateway.edge.middleware import add_request_id, authenticate, observe
-from gateway.music.idempotency import IdempotencyKeys
-from gateway.music.links import Signer
+from gateway.edge.openapi import build as build_openapi
+from gateway.edge.routes import RouteTable, largest_body
+from gateway.music.parts import music_ctx
 from gateway.accounts.provider_keys import ProviderKeys
 from gateway.providers.http import Upstream
 from gateway.accounts.redaction import Redactor
 from gateway.routing.circuits import Circuits
 from gateway.routing.router import Router
 from gateway.accounts.sealing import Sealer
+from gateway.routes import ENDPOINTS
 from gateway.services import Services
 from gateway.edge.state import (
     BODY_BUDGET,
@@ -38,6 +41,7 @@ from gateway.edge.state import (
     METRICS,
     REDIS,
     ROUTER,
+    ROUTES,
     SERVICES,
     SESSIONS,
     STORE,
@@ -53,7 +57,7 @@ from storage.settings import open_store
 
 def create_app(config: Config, *, clock: Clock = wall_clock_us) -> web.Application:
     app = web.Application(middlewares=[observe, authenticate, intake],
-                          client_max_size=MAX_BODY_BYTES)  # per-route limits in handlers
+                          client_max_size=largest_body(ENDPOINTS))  # each route's own limit is its body's
     app[BODY_BUDGET] = BodyBudget(config.server.max_inflight_body_bytes, config.server.body_budget_wait_s)
     app[CONFIG] = config
     app[CLOCK] = clock
@@ -61,8 +65,9 @@ def create_app(config: Config, *, clock: Clock = wall_clock_us) -> web.Applicati
     app.on_response_prepare.append(add_request_id)
     app[SESSIONS] = set()
     app.on_shutdown.append(realtime.end_sessions)
-    app.cleanup_ctx.extend([ledger_ctx, redis_ctx, upstream_ctx, storage_ctx, services_ctx])
-    setup_routes(app)
+    app.cleanup_ctx.extend([ledger_ctx, redis_ctx, upstream_ctx, storage_ctx, services_ctx, music_ctx])
+    app[ROUTES] = RouteTable(app.router, ENDPOINTS)
+    app.on_startup.append(build_openapi)  # after the catalogue is loaded (cleanup contexts run first)
     return app
 
 
@@ -129,14 +134,16 @@ async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         config=config, catalogue=catalogue, recorder=ledger.recorder,
         writer=ledger.writer, directory=ledger.directory,
         providers=providers.build(config.providers, app[UPSTREAM]), redis=app[REDIS], store=app[STORE],
-        signer=Signer(config.storage.signing_secret, config.storage.signed_url_ttl_s),
-        idempotency=IdempotencyKeys(ledger.recorder, config.music.upstream_timeout_s),
         provider_keys=ProviderKeys(ledger.recorder, Sealer(config.secrets.master_key), ledger.directory),
-        limiter=RateLimiter(app[REDIS], config.redis), metrics=app[METRICS],
+        limiter=(limiter := RateLimiter(app[REDIS], config.redis)), metrics=app[METRICS],
         redactor=Redactor.for_providers(config.providers), router=app[ROUTER], releases=Releases(ledger.writer),
         leases=(leases := HoldLeases(ledger.writer, ledger.recorder, config.billing.hold_lease_s, app[METRICS])),
         escrow=(escrow := Escrow(config.billing, ledger.writer, ledger.recorder, ledger.directory, leases,
-                                 app[METRICS])))
+                                 app[METRICS])),
+        attempt_billing=AttemptCharges(),
+        # After each charge commits, in this order (gateway.billing.observers)
+        charge_observers=(ChargeFacts(), CostHeaders(), app[METRICS],
+                          TokenSpend(limiter, ledger.directory, config.limits)))
     maintaining = asyncio.create_task(escrow.maintain(), name="holds")
     yield
     maintaining.cancel()

@@ -7,18 +7,18 @@ from redis.asyncio import Redis
 
 from gateway.billing.escrow import Escrow, Reservation
 from gateway.billing.leases import HoldLeases
+from gateway.billing.observers import ChargeObserver
 from gateway.billing.releases import Releases
 from gateway.catalogue import Catalogue
 from gateway.config import Config
 from gateway.accounts.directory import Directory, Principal
 from gateway.ops.facts import RequestFacts
-from gateway.accounts.limits import Limits, RateLimiter
+from gateway.accounts.limits import Limits, RateLimiter, limits_for
 from gateway.ops.metrics import Metrics
-from gateway.music.idempotency import IdempotencyKeys
-from gateway.music.links import Signer
 from gateway.accounts.provider_keys import ProviderKeys
 from gateway.providers.capabilities import Providers
 from gateway.accounts.redaction import Redactor
+from gateway.routing.attempts import AttemptBilling
 from gateway.routing.router import Router
 from ledger.events import Attempt, CreditsHeld
 from ledger.recorder import Recorder
@@ -37,8 +37,6 @@ class Services(msgspec.Struct, frozen=True, kw_only=True):
     providers: Providers
     redis: Redis | None  # None: no Redis configured
     store: ObjectStore | None  # None: no object storage (music storage "inline")
-    signer: Signer
-    idempotency: IdempotencyKeys
     provider_keys: ProviderKeys  # organizations' own provider keys (BYOK)
     limiter: RateLimiter
     metrics: Metrics
@@ -47,12 +45,12 @@ class Services(msgspec.Struct, frozen=True, kw_only=True):
     releases: Releases  # holds of requests that ended without their record, released in the background
     leases: HoldLeases  # this process's holds, renewed while they last
     escrow: Escrow  # slices of credit held ahead, requests admitted against them in memory
+    attempt_billing: "AttemptBilling[Services, Caller]"  # what each routed attempt holds (gateway.billing.attempts)
+    charge_observers: tuple[ChargeObserver, ...]  # told of each charge once durable, in order
 
     def limits_for(self, key_id: str) -> Limits:
         """The key's own rate limits, else the configured defaults."""
-        own = self.directory.key_limits(key_id)
-        return Limits(*own) if own else Limits(self.config.limits.requests_per_minute,
-                                               self.config.limits.tokens_per_minute)
+        return limits_for(self.directory, self.config.limits, key_id)
 
 
 class Caller(msgspec.Struct, frozen=True):

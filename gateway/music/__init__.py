@@ -1,7 +1,7 @@
 """Music generation (spec 4.1-4.3): a flat price held, one upstream call, hosted or inline audio.
 
-Its routes are registered by `routes.setup_routes`; nothing is imported here, so the gateway's
-shared parts (gateway.services) may import the modules below without pulling in the routes.
+Its routes are registered by `routes.setup_routes`, its own parts built by `parts.music_ctx`;
+nothing is imported here, so a module below can be imported without pulling in the routes.
 
 - `routes`: the handlers of POST/GET /v1/music, /v1/music/{id}/content and /link, /media; setup_routes.
 - `request`: POST /v1/music input: validation, reference images, prompt composition, body hash.
@@ -9,5 +9,6 @@ shared parts (gateway.services) may import the modules below without pulling in 
 - `idempotency`: Idempotency-Key claims in the ledger, waits, replays (IdempotencyKeys).
 - `history`: the read side: the track list, a track's download link, replays' tracks.
 - `links`: short-lived signed /media paths (Signer).
+- `parts`: music's own parts (the Signer, the IdempotencyKeys) under the app key MUSIC.
 - `download`: GET/HEAD /media/{object_key}, served from the bucket through a signed link.
 """

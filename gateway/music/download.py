@@ -8,6 +8,7 @@ from aiohttp import web
 
 from gateway.edge.errors import ApiError
 from gateway.music.generation import MIME
+from gateway.music.parts import MUSIC
 from gateway.edge.state import SERVICES
 from storage.objects import StorageError
 from storage.serving import serve_object
@@ -17,7 +18,7 @@ async def media(request: web.Request) -> web.StreamResponse:
     """A signed download path: no API key, the signature is the permission."""
     services, key = request.app[SERVICES], request.match_info["object_key"]
     query = request.query
-    if not services.signer.check(key, query.get("expires", ""), query.get("signature", "")):
+    if not request.app[MUSIC].signer.check(key, query.get("expires", ""), query.get("signature", "")):
         raise ApiError(403, "this download link is invalid or has expired", type="forbidden")
     if services.store is None:
         raise ApiError(404, "no object storage is configured", type="not_found")

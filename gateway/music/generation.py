@@ -16,7 +16,7 @@ from gateway.catalogue import Resolved
 from gateway.edge.errors import ApiError, UpstreamError
 from gateway.jsonio import number
 from gateway.music.history import find_track
-from gateway.music.idempotency import Claim, KeyTaken
+from gateway.music.idempotency import Claim, IdempotencyKeys, KeyTaken
 from gateway.music.request import Image, MusicRequest, compose_prompt, request_hash, validate
 from gateway.providers.base import MusicCall, MusicReply, SafetyBlocked
 from gateway.providers.capabilities import MusicProvider
@@ -174,15 +174,16 @@ def response_body(services: Services, generated: Generated) -> dict:
             "created": generated.created}
 
 
-async def create(services: Services, caller: Caller, body: dict, request: MusicRequest,
+async def create(services: Services, keys: IdempotencyKeys, caller: Caller, body: dict, request: MusicRequest,
                  idempotency_key: str | None) -> dict:
-    """POST /v1/music: validate, then generate once (or replay the first answer for the key)."""
+    """POST /v1/music: validate, then generate once (or replay the first answer for the key,
+    claimed in `keys`)."""
     served, images = validate(services, request)
     await key_policy.permitted(services, caller, ROUTE, request.model, [served])
     if not idempotency_key:
         return response_body(services, await generate(services, caller, request, served, images))
     digest = request_hash(body)
-    generated: Generated = await services.idempotency.once(
+    generated: Generated = await keys.once(
         caller.org_id, idempotency_key, digest,
         lambda claim: generate(services, caller, request, served, images, claim),
         lambda request_id: replay(services, caller, request, request_id))

@@ -5,6 +5,7 @@ import msgspec
 from gateway.edge.parsing import LOG_ID_PREFIX, WholeNumber, log_position
 from gateway.edge.errors import ApiError
 from gateway.jsonio import loads, number
+from gateway.music.links import Signer
 from gateway.services import Caller, Services
 from ledger import log_queries
 from ledger.log_queries import TrackRow
@@ -81,13 +82,13 @@ async def find_track(services: Services, caller: Caller, track_id: str) -> Track
     return _track(row)
 
 
-async def download_link(services: Services, caller: Caller, track_id: str) -> tuple[str, int]:
-    """Where the caller's track can be fetched, a short-lived signed path, and until when; 410
-    once swept."""
+async def download_link(services: Services, signer: Signer, caller: Caller, track_id: str) -> tuple[str, int]:
+    """Where the caller's track can be fetched, a short-lived path signed by `signer`, and until
+    when; 410 once swept."""
     track = await find_track(services, caller, track_id)
     if track.expired_at_us is not None:
         raise ApiError(410, f"track {track_id} was deleted after the retention period", type="gone")
     if not track.hosted:
         raise ApiError(404, f"track {track_id} has no hosted audio (storage {track.storage})",
                        type="not_found")
-    return services.signer.link(track.object_key)
+    return signer.link(track.object_key)

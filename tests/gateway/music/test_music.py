@@ -12,7 +12,7 @@ from gateway.catalogue import SHIPPED_PATH
 from ledger import audit
 from ledger.events import CreditsHeld, HoldReleased, MusicTrackRecorded, RequestCompleted
 from simulator.mp3 import mp3_duration_s
-from gateway.edge.state import SERVICES
+from gateway.music.parts import MUSIC
 from support import auth, count_objects, decimal_json
 
 RATE = Decimal("84.0")
@@ -372,7 +372,7 @@ async def test_concurrent_duplicates_wait_for_the_first(gateway, org, simulator)
 
 async def test_a_generation_that_outlives_its_lease_is_504_and_stores_nothing(hosted, hosted_org, s3_client,
                                                                               s3_bucket):
-    hosted.server.app[SERVICES].idempotency._lease_s = 0.2  # shorter than the upstream call
+    hosted.server.app[MUSIC].idempotency._lease_s = 0.2  # shorter than the upstream call
     response = await post_music(hosted, hosted_org["api_key"], clip("[sim:latency_ms=400]"),
                                 **{"Idempotency-Key": "late"})
     assert response.status == 504
