@@ -15,9 +15,12 @@ import msgspec
 import structlog
 from redis.asyncio import Redis
 
-from gateway.config import RedisConfig
+from gateway.accounts.directory import Directory
+from gateway.config import LimitsConfig, RedisConfig
+from gateway.ops.facts import RequestFacts
 from gateway.edge.errors import ApiError
 from gateway.redis_client import FAILURES, Breaker, call_budget_s, drop_idle_connections
+from ledger.events import RequestCompleted
 
 WINDOW_S = 60
 log = structlog.get_logger("gateway.accounts.limits")
@@ -26,6 +29,12 @@ log = structlog.get_logger("gateway.accounts.limits")
 class Limits(msgspec.Struct, frozen=True):
     requests_per_minute: int = 0
     tokens_per_minute: int = 0
+
+
+def limits_for(directory: Directory, defaults: LimitsConfig, key_id: str) -> Limits:
+    """The key's own rate limits, else the configured defaults."""
+    own = directory.key_limits(key_id)
+    return Limits(*own) if own else Limits(defaults.requests_per_minute, defaults.tokens_per_minute)
 
 
 def window(now: float) -> tuple[int, int]:
@@ -98,3 +107,15 @@ async def _count_in_redis(redis: Redis, names: tuple[str, str], requests: int, t
         pipe.expire(names[1], 2 * WINDOW_S)
         counted_requests, _, counted_tokens, _ = await pipe.execute()
     return counted_requests, counted_tokens
+
+
+class TokenSpend:
+    """A charge observer (gateway.billing.observers): a committed request's tokens count against its
+    key's window."""
+
+    def __init__(self, limiter: RateLimiter, directory: Directory, defaults: LimitsConfig) -> None:
+        self._limiter, self._directory, self._defaults = limiter, directory, defaults
+
+    async def charged(self, facts: RequestFacts, event: RequestCompleted) -> None:
+        limits = limits_for(self._directory, self._defaults, event.key_id)
+        await self._limiter.spend(event.key_id, limits, event.prompt_tokens + event.completion_tokens)

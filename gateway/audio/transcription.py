@@ -123,7 +123,8 @@ async def _transcribe(services: Services, caller: Caller, form: upload.Form) -> 
         raise bad_request("the form has no `file` part with the audio", "file")
     for name, value in form.fields:
         check_field(name, value)
-    api_key = await failover.admit(services, caller, ROUTE, model, lambda m: ceiling(services, m, form.size_bound))
+    api_key = await failover.hold_attempt(services, caller, ROUTE, model,
+                                          lambda m: ceiling(services, m, form.size_bound))
     call = TranscriptionCall(caller.request_id, model.upstream_model, form.parts(check_field), api_key)
     reply = await _call_upstream(services, caller, served, form, call)
     usage, cost = transcription_cost(model, reply, services.config.billing.usd_to_inr)

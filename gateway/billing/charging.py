@@ -4,7 +4,6 @@ request, and recording each request in the ledger: one RequestCompleted event, e
 import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable, Sequence
-from decimal import Decimal
 
 import msgspec
 import structlog
@@ -85,9 +84,9 @@ def _insufficient_credits() -> ApiError:
                     type="insufficient_credits")
 
 
-async def admit(services: Services, caller: Caller, provider_id: str) -> str:
-    """The organization's own key for the provider ("": the gateway's, and the request is paid
-    from credits). 402 only when no credit is left and no key of the org's applies (spec 7)."""
+async def own_key_or_credit(services: Services, caller: Caller, provider_id: str) -> str:
+    """The organization's own key for the provider, else "" when it has credit left (the gateway's
+    key, paid from credits). 402 only when no credit is left and no key of the org's applies (spec 7)."""
     key = await services.provider_keys.key_for(caller.org_id, provider_id)
     if not key:
         require_credit(services, caller)
@@ -184,20 +183,14 @@ def ended(services: Services, caller: Caller, recorded: Sequence[Event]) -> None
 
 
 async def _after_commit(services: Services, caller: Caller, event: RequestCompleted) -> None:
-    """Bookkeeping once the charge is durable. The client is owed its answer now, so nothing
-    here may fail the request: a failure is logged once, with its traceback, and the answer stands."""
-    try:
-        caller.facts.charged(event.model, event.provider, str(from_nano(event.charged_inr_nano)))
-        if event.status == 200:  # a delivered answer: a response sent from now on states its cost
-            caller.facts.cost_headers = cost_headers(event.cost_usd_nano, event.cost_inr_nano,
-                                                     Decimal(event.usd_to_inr), event.charged_inr_nano)
-        services.metrics.observe_charge(event.model, event.provider, event.prompt_tokens,
-                                        event.completion_tokens, float(from_nano(event.charged_inr_nano)))
-        key_id = caller.principal.key_id
-        await services.limiter.spend(key_id, services.limits_for(key_id),
-                                     event.prompt_tokens + event.completion_tokens)
-    except Exception:  # logged, not hidden; see the docstring
-        log.exception("after_commit_failed", request_id=caller.request_id)
+    """Tell the app's observers (gateway.billing.observers) of a charge now durable, in order. The
+    client is owed its answer now, so none of them may fail the request: a failure is logged once,
+    with its traceback, and the answer stands."""
+    for observer in services.charge_observers:
+        try:
+            await observer.charged(caller.facts, event)
+        except Exception:  # logged, not hidden; see the docstring
+            log.exception("after_commit_failed", request_id=caller.request_id, observer=type(observer).__name__)
 
 
 async def appended(services: Services, unit: Append, then: Callable[[], None]) -> None:

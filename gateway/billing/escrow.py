@@ -19,6 +19,7 @@ hold (gateway.billing.reservations).
 import asyncio
 import random
 import time
+from typing import Protocol
 
 import msgspec
 import structlog
@@ -27,7 +28,6 @@ from gateway.billing.leases import HoldLeases
 from gateway.config import BillingConfig
 from gateway.accounts.directory import Directory
 from gateway.accounts.keys import new_id
-from gateway.ops.metrics import Metrics
 from ledger import queries
 from ledger.events import CreditsHeld, Draw, HoldReleased
 from ledger.recorder import Append, BudgetExceeded, InsufficientCredit, LedgerError, Recorder
@@ -81,11 +81,17 @@ class Demand:
         self.this_second += amount
 
 
+class SliceCounts(Protocol):
+    """Where what happens to slices is counted (gateway.ops.metrics.Metrics)."""
+
+    def observe_escrow(self, event: str) -> None: ...
+
+
 class Escrow:
     """The slices of one process, by (org, key or "")."""
 
     def __init__(self, config: BillingConfig, writer: GroupCommitWriter, recorder: Recorder, directory: Directory,
-                 leases: HoldLeases, metrics: Metrics) -> None:
+                 leases: HoldLeases, metrics: SliceCounts) -> None:
         self._config, self._writer, self._recorder, self._directory = config, writer, recorder, directory
         self._leases, self._metrics = leases, metrics
         self._horizon_ms = int(config.escrow_horizon_s * 1000)

@@ -9,10 +9,10 @@ credit back within a lease plus one expiry pass.
 """
 
 import asyncio
+from typing import Protocol
 
 import structlog
 
-from gateway.ops.metrics import Metrics
 from ledger import leases
 from ledger.events import HoldsRenewed
 from ledger.recorder import Append, LedgerError, Recorder
@@ -21,10 +21,16 @@ from ledger.writer import GroupCommitWriter
 log = structlog.get_logger("gateway.billing.leases")
 
 
+class ExpiryCounts(Protocol):
+    """Where the lapsed holds this process released are counted (gateway.ops.metrics.Metrics)."""
+
+    def observe_expired(self, count: int) -> None: ...
+
+
 class HoldLeases:
     """The holds this process holds, by org, renewed while they last."""
 
-    def __init__(self, writer: GroupCommitWriter, recorder: Recorder, lease_s: float, metrics: Metrics) -> None:
+    def __init__(self, writer: GroupCommitWriter, recorder: Recorder, lease_s: float, metrics: ExpiryCounts) -> None:
         self._writer, self._recorder, self._metrics = writer, recorder, metrics
         self.lease_us = int(lease_s * 1_000_000)
         self._held: dict[str, str] = {}  # hold id -> org id

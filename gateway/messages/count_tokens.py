@@ -14,7 +14,7 @@ from typing import Annotated
 import msgspec
 
 from gateway.accounts import key_policy
-from gateway.billing.charging import admit, failed, outcome, record
+from gateway.billing.charging import failed, outcome, own_key_or_credit, record
 from gateway.edge.errors import UpstreamError, bad_request
 from gateway.messages.request import AnthropicTool, AnthropicToolChoice, Block, InputMessage
 from gateway.providers.base import ChatCall
@@ -45,7 +45,7 @@ async def count(services: Services, caller: Caller, body: dict, request: CountTo
         raise bad_request(f"counting tokens is not available for model {request.model!r}: its provider"
                           f" ({model.provider_id}) has no count of its own and the gateway does not guess"
                           " one; Anthropic's models count natively", "model")
-    api_key = await admit(services, caller, model.provider_id)
+    api_key = await own_key_or_credit(services, caller, model.provider_id)
     try:
         tokens = await counter.count_tokens(ChatCall(caller.request_id, model.upstream_model, body, api_key))
     except UpstreamError as exc:

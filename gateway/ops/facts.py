@@ -1,15 +1,22 @@
 """What one request turned out to be, in one place: the canonical log line and the request
 metrics both read it (gateway.edge.middleware), and whoever learns a fact writes it there.
 
-The handler names the model and whether it streams; the charge adds the provider and the cost
-(gateway.billing.charging, through the request's `Caller`), and for a delivered answer the cost
-headers its response carries if it is sent after the charge (speech: priced before it is sent);
+The handler names the model and whether it streams; a committed charge adds the provider and the
+cost (ChargeFacts), and for a delivered answer the cost headers its response carries if it is
+sent after the charge (CostHeaders; speech: priced before it is sent): two of the observers the
+app registers for billing (gateway.billing.observers);
 a WebSocket's end adds its close code and which side closed it. Carried by the request and its
 `Caller`, not by the logging context, so a fact written in another task (a charge recorded
 under `asyncio.shield`) still reaches the line.
 """
 
+from decimal import Decimal
+
 import msgspec
+
+from gateway.billing.pricing import cost_headers
+from ledger.events import RequestCompleted
+from ledger.money import from_nano
 
 CLIENT = "client"
 PROVIDER = "provider"
@@ -46,3 +53,19 @@ class RequestFacts(msgspec.Struct, omit_defaults=True):
         fields = msgspec.to_builtins(self)  # omit_defaults: the unset ones are left out
         fields.pop("cost_headers", None)
         return fields
+
+
+class ChargeFacts:
+    """A charge observer: what the ledger recorded (model, provider, cost) goes on the log line."""
+
+    async def charged(self, facts: RequestFacts, event: RequestCompleted) -> None:
+        facts.charged(event.model, event.provider, str(from_nano(event.charged_inr_nano)))
+
+
+class CostHeaders:
+    """A charge observer: a delivered answer's response, sent from now on, states its cost."""
+
+    async def charged(self, facts: RequestFacts, event: RequestCompleted) -> None:
+        if event.status == 200:
+            facts.cost_headers = cost_headers(event.cost_usd_nano, event.cost_inr_nano, Decimal(event.usd_to_inr),
+                                              event.charged_inr_nano)

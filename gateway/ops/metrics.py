@@ -18,6 +18,8 @@ from prometheus_client.metrics_core import Metric
 
 from gateway.ops.facts import RequestFacts
 from ledger import queries
+from ledger.events import RequestCompleted
+from ledger.money import from_nano
 from ledger.recorder import Recorder
 
 MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
@@ -75,6 +77,11 @@ class Metrics:
                   str(status))
         self._requests(labels).inc()
         self._latency(labels).observe(seconds)
+
+    async def charged(self, facts: RequestFacts, event: RequestCompleted) -> None:
+        """A charge observer (gateway.billing.observers): a committed charge's tokens and INR."""
+        self.observe_charge(event.model, event.provider, event.prompt_tokens, event.completion_tokens,
+                            float(from_nano(event.charged_inr_nano)))
 
     def observe_charge(self, model: str, provider: str, prompt: int, completion: int, inr: float) -> None:
         # A counter refuses to go down; a negative amount (the ledger refuses those too) is not

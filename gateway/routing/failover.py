@@ -5,6 +5,8 @@ error, a timeout, 429 or 5xx) counts against its circuit and the next is tried, 
 `[routing] max_attempts` providers and until `deadline_s` after the request began; any other
 failure is the request's. Only the answer is charged, at the price of the provider that gave it
 (its `Resolved`); every attempt is recorded in the request's ledger event (`Caller.attempts`).
+What an attempt holds before it is made, and the record of a request no provider answered, are
+billing's, reached through `Services.attempt_billing` (the contract: gateway.routing.attempts).
 A stream is "answered" once its provider has accepted it: after that nothing fails over, since
 what the client has been sent cannot be taken back.
 """
@@ -16,8 +18,6 @@ from typing import Generic, TypeVar
 
 import msgspec
 
-from gateway.billing import reservations
-from gateway.billing.charging import failed
 from gateway.catalogue import Resolved
 from gateway.accounts import key_policy
 from gateway.edge.errors import ApiError, UpstreamError
@@ -62,14 +62,12 @@ async def routed(services: Services, caller: Caller, body: dict, model: str, cap
     return await answer(services, caller, route, call, path=path, model=model, ceiling=ceiling, stream=stream)
 
 
-async def admit(services: Services, caller: Caller, path: str, model: Resolved, ceiling: Callable[[Resolved], int]
-                ) -> str:
-    """The organization's own key for `model`'s provider ("": the gateway's, and the request then
-    holds its worst case on `model`, `ceiling(model)`, or is refused with 402)."""
-    key = await services.provider_keys.key_for(caller.org_id, model.provider_id)
-    if not key:
-        await reservations.cover(services, caller, path, model, ceiling(model))
-    return key
+async def hold_attempt(services: Services, caller: Caller, path: str, model: Resolved,
+                       ceiling: Callable[[Resolved], int]) -> str:
+    """The key to call `model`'s provider with: the organization's own ("" for the gateway's, and
+    the request then holds its worst case on `model`, `ceiling(model)`, or is refused with 402).
+    Billing's to decide (`Services.attempt_billing`)."""
+    return await services.attempt_billing.hold_attempt(services, caller, path, model, ceiling)
 
 
 async def answer(services: Services, caller: Caller, route: Plan[Served[P]],
@@ -89,7 +87,7 @@ async def answer(services: Services, caller: Caller, route: Plan[Served[P]],
         if len(tried) >= config.max_attempts or (last and loop.time() >= deadline):
             break
         # Before a probe is claimed: a 402 claims none.
-        api_key = await admit(services, caller, path, served.model, ceiling)
+        api_key = await hold_attempt(services, caller, path, served.model, ceiling)
         if route.respect_circuits and not circuits.acquire(provider):
             continue  # another request is probing it
         if last is not None:
@@ -103,7 +101,7 @@ async def answer(services: Services, caller: Caller, route: Plan[Served[P]],
             _tried(services, tried, provider, started, exc)
             if not exc.fails_over:
                 circuits.release(provider)
-                raise await failed(services, caller, path, served.model, model, exc, stream=stream) from None
+                raise await _given_up(services, caller, path, served.model, model, exc, stream) from None
             await circuits.failed(provider, exc.retry_after if exc.status == 429 else None)
             last = (served, exc)
             continue
@@ -116,7 +114,14 @@ async def answer(services: Services, caller: Caller, route: Plan[Served[P]],
     if last is None:  # every provider left was being probed by another request
         raise ApiError(503, f"every provider of model {model!r} is cooling after failures; retry shortly",
                        type="service_unavailable", headers={"Retry-After": "1"})
-    raise await failed(services, caller, path, last[0].model, model, last[1], stream=stream)
+    raise await _given_up(services, caller, path, last[0].model, model, last[1], stream)
+
+
+async def _given_up(services: Services, caller: Caller, path: str, model: Resolved, requested: str,
+                    failure: UpstreamError, stream: bool) -> ApiError:
+    """The request's failure on `model`'s provider, recorded by billing (`Services.attempt_billing`)."""
+    return await services.attempt_billing.attempt_failed(services, caller, path, model, requested, failure,
+                                                         stream=stream)
 
 
 async def _within(deadline: float, call: Awaitable[T], provider: str, deadline_s: float) -> T:
