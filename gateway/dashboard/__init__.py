@@ -1,9 +1,9 @@
 """The dashboard: its page and the JSON API it reads, an organization's own view of its account.
 
-Its routes are registered by `routes.setup_routes`; nothing is imported here.
+Its routes are declared in `routes.ENDPOINTS` (gateway.routes lists them); nothing is imported here.
 
-- `routes`: the handlers of GET /v1/usage, /v1/logs, /v1/keys (and POST, DELETE) and of the page;
-  setup_routes.
+- `routes`: the handlers of GET /v1/usage, /v1/logs, /v1/keys (and POST, DELETE, PATCH) and of the
+  page, and their endpoints.
 - `usage`: the overview: balance, spend per day and per model, error rate (GET /v1/usage).
 - `request_log`: the request log, paged by position, and one request with its text (GET /v1/logs).
 - `org_keys`: the organization's API keys: list, create, revoke (/v1/keys).

@@ -1,14 +1,20 @@
 """The dashboard's routes: its JSON API (GET /v1/usage, the request log at /v1/logs, the
 organization's keys at /v1/keys) and its page (/dashboard). Each API handler parses, calls one
-function of gateway.dashboard, and renders; account data is never cached."""
+function of gateway.dashboard, and renders; account data is never cached. The page and its files
+are public; the API is keyed."""
 
 from aiohttp import web
 
-from gateway.edge.bodies import NO_STORE, json_response, parse_body
 from gateway.dashboard import org_keys, page, request_log, usage
+from gateway.edge.bodies import NO_STORE, json_response, parse_body
+from gateway.edge.parsing import LOG_ID_PATTERN
+from gateway.edge.routes import Endpoint, JsonBody, Param
 from gateway.edge.state import CALLER, SERVICES
 
 KEY_BODY_BYTES = 4096
+NEW_KEY = JsonBody(org_keys.NewKey, KEY_BODY_BYTES)
+LIMITS_CHANGE = JsonBody(org_keys.LimitsChange, KEY_BODY_BYTES)
+LOGS, KEYS, PAGE = "/v1/logs", "/v1/keys", "/dashboard"
 
 
 async def usage_overview(request: web.Request) -> web.Response:
@@ -29,7 +35,7 @@ async def get_log(request: web.Request) -> web.Response:
 
 
 async def change_key_limits(request: web.Request) -> web.Response:
-    _, parsed = await parse_body(request, org_keys.LimitsChange, KEY_BODY_BYTES)
+    _, parsed = await parse_body(request, LIMITS_CHANGE)
     return json_response(await org_keys.change_limits(request.app[SERVICES], request[CALLER],
                                                       request.match_info["key_id"], parsed))
 
@@ -40,7 +46,7 @@ async def list_keys(request: web.Request) -> web.Response:
 
 
 async def create_key(request: web.Request) -> web.Response:
-    _, parsed = await parse_body(request, org_keys.NewKey, KEY_BODY_BYTES)
+    _, parsed = await parse_body(request, NEW_KEY)
     body = await org_keys.create(request.app[SERVICES], request[CALLER], parsed)
     return json_response(body, status=201, headers=NO_STORE)
 
@@ -49,14 +55,23 @@ async def revoke_key(request: web.Request) -> web.Response:
     return json_response(await org_keys.revoke(request.app[SERVICES], request[CALLER], request.match_info["key_id"]))
 
 
-def setup_routes(app: web.Application) -> None:
-    app.router.add_get("/v1/usage", usage_overview)
-    app.router.add_get("/v1/logs", list_logs)
-    app.router.add_get("/v1/logs/{log_id}", get_log)
-    app.router.add_get("/v1/keys", list_keys)
-    app.router.add_post("/v1/keys", create_key)
-    app.router.add_delete("/v1/keys/{key_id}", revoke_key)
-    app.router.add_patch("/v1/keys/{key_id}", change_key_limits)
-    app.router.add_get("/dashboard", page.page)
-    app.router.add_get("/dashboard/", page.page)
-    app.router.add_get("/dashboard/static/{name}", page.asset)
+HTML = {"200": ("text/html",)}
+ENDPOINTS = (
+    Endpoint("GET", "/v1/usage", usage_overview, "Balance, spend and errors", query=(Param.whole(usage.DAYS),)),
+    Endpoint("GET", LOGS, list_logs, "The request log, newest first", query=(
+        Param.whole(request_log.LIMIT),
+        Param("before", {"type": "string", "pattern": LOG_ID_PATTERN}, "a page's next_cursor"),
+        Param("route"), Param("model"), Param.whole(request_log.STATUS))),
+    Endpoint("GET", LOGS + "/{log_id}", get_log,
+             "One request of the log: the provider that answered, every attempt, and its text if kept"),
+    Endpoint("GET", KEYS, list_keys, "The organization's API keys"),
+    Endpoint("POST", KEYS, create_key, "A new API key (admin keys only)", body=NEW_KEY,
+             answers={"201": ("application/json",)}),
+    Endpoint("DELETE", KEYS + "/{key_id}", revoke_key, "Revoke an API key (admin keys only)"),
+    Endpoint("PATCH", KEYS + "/{key_id}", change_key_limits, "Change a key's spend controls (admin keys only)",
+             body=LIMITS_CHANGE),
+    Endpoint("GET", PAGE, page.page, "The dashboard page", public=True, answers=HTML),
+    Endpoint("GET", PAGE + "/", page.page, "The dashboard page", public=True, answers=HTML),
+    Endpoint("GET", PAGE + "/static/{name}", page.asset, "A dashboard file", public=True,
+             answers={"200": ("text/javascript",)}),
+)

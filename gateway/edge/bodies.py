@@ -1,5 +1,6 @@
 """What every route's handlers share: a request body read within its route's limit and the
-process's body budget, decoded into its msgspec type, and JSON answers rendered."""
+process's body budget, decoded into its msgspec type (both declared once, as the route's
+`JsonBody`, see gateway.edge.routes), and JSON answers rendered."""
 
 from typing import TypeVar
 
@@ -8,6 +9,7 @@ from aiohttp import web
 
 from gateway.edge.errors import ApiError, bad_request
 from gateway.jsonio import decode_body, encode
+from gateway.edge.routes import JsonBody
 from gateway.edge.state import BODY_HOLD
 
 T = TypeVar("T")
@@ -46,16 +48,16 @@ def _too_large(limit: int) -> ApiError:
                     type="request_too_large")
 
 
-async def parse_body(request: web.Request, schema: type[T], limit: int) -> tuple[dict, T]:
-    """The JSON body as a dict (passed upstream) and as the validated `schema`."""
+async def parse_body(request: web.Request, body: JsonBody[T]) -> tuple[dict, T]:
+    """The JSON body as a dict (passed upstream) and as the validated `body.schema`."""
     try:
-        raw = decode_body(await read_body(request, limit))
+        raw = decode_body(await read_body(request, body.limit))
     except ValueError:
         raise bad_request("the request body is not valid JSON") from None
     if not isinstance(raw, dict):
         raise bad_request("the request body must be a JSON object")
     try:
-        return raw, msgspec.convert(raw, schema)
+        return raw, msgspec.convert(raw, body.schema)
     except msgspec.ValidationError as exc:
         raise bad_request(f"invalid request: {exc}", _param_of(exc)) from None
 

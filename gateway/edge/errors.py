@@ -1,11 +1,16 @@
-"""The error bodies, one per API shape, and the rule of which route speaks which.
+"""The error bodies, one per API shape (dialect), and where each is spoken.
 
 Every route answers `{"error": {"message", "type", "code", "param"}}` (OpenAI's shape), except
-the Anthropic Messages routes (`/v1/messages` and everything under it), which answer Anthropic's
+the Anthropic Messages routes, which answer Anthropic's
 `{"type": "error", "error": {"type", "message"}, "request_id"}` so its SDK raises the right
 error: the `type` there is Anthropic's for the status, the gateway's own type stays in `code`.
+A route declares its dialect (gateway.edge.routes.Endpoint); a request no route answers (an
+unknown path, a wrong method, one that fails before routing) speaks its path's: Anthropic's
+under `/v1/messages`, where its SDK is pointed, so the route table checks that its Anthropic
+routes live there and no other route does.
 """
 
+import enum
 from types import MappingProxyType
 from typing import Literal
 
@@ -15,7 +20,7 @@ from aiohttp import web
 from gateway.edge import upstream_headers
 from gateway.jsonio import encode
 
-ANTHROPIC_ROUTE = "/v1/messages"
+ANTHROPIC_ROOT = "/v1/messages"  # Anthropic's API: this path and everything under it
 # Anthropic's error type for each status (its API reference, "HTTP errors"; 504 and 503 as its
 # SDK's GatewayTimeout and Overloaded error objects); other 4xx are invalid_request_error, other 5xx api_error.
 ANTHROPIC_TYPES = MappingProxyType({
@@ -25,9 +30,22 @@ ANTHROPIC_TYPES = MappingProxyType({
 OVERLOADED = 529  # Anthropic's "overloaded": passed through, its SDKs retry it (as the openai SDK does any 5xx)
 
 
+class Dialect(enum.Enum):
+    """The shape of a route's error bodies: the API whose SDK calls it."""
+
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+
+
 def speaks_anthropic(path: str) -> bool:
-    """Whether the route at `path` answers in Anthropic's shape (the one place this is decided)."""
-    return path == ANTHROPIC_ROUTE or path.startswith(ANTHROPIC_ROUTE + "/")
+    """Whether `path` is Anthropic's (its routes declare so, and a request there no route answers
+    is answered so)."""
+    return path == ANTHROPIC_ROOT or path.startswith(ANTHROPIC_ROOT + "/")
+
+
+def dialect_of(path: str) -> Dialect:
+    """The dialect a request to `path` hears when no route's own declaration answers."""
+    return Dialect.ANTHROPIC if speaks_anthropic(path) else Dialect.OPENAI
 
 
 def anthropic_type(status: int) -> str:
@@ -91,9 +109,13 @@ class ApiError(Exception):
                                            "code": self.code, **param, **self.extra},
                 "request_id": request_id}
 
+    def body_in(self, dialect: Dialect, request_id: str) -> dict:
+        """The body in `dialect`'s shape."""
+        return self.anthropic_body(request_id) if dialect is Dialect.ANTHROPIC else self.body()
+
     def body_for(self, path: str, request_id: str) -> dict:
-        """The body in the shape the route at `path` speaks."""
-        return self.anthropic_body(request_id) if speaks_anthropic(path) else self.body()
+        """The body in the shape a request to `path` hears when no route answered it."""
+        return self.body_in(dialect_of(path), request_id)
 
     def response(self, body: dict | None = None) -> web.Response:
         """This error as a JSON response: `body`, or the OpenAI-shaped `body()`."""

@@ -1,5 +1,7 @@
 """Request middleware: a request id, one canonical log line, authentication, JSON errors (in
-the shape of the route's API, see gateway.edge.errors.speaks_anthropic), cost headers."""
+the shape of the route's API, see gateway.edge.errors.Dialect), cost headers. What each asks of a
+route (public or keyed, its dialect, where its key may come) it reads from the route table
+(gateway.edge.routes), found once per request by `observe`."""
 
 import asyncio
 import sys
@@ -12,20 +14,17 @@ from aiohttp.typedefs import Handler
 from gateway.accounts import key_policy
 from gateway.billing import reservations
 from gateway.edge.parsing import check_url, printable
-from gateway.edge.errors import ApiError, ledger_unavailable, speaks_anthropic, unauthorized
+from gateway.edge.errors import ApiError, Dialect, ledger_unavailable, unauthorized
 from gateway.ops.facts import RequestFacts
 from gateway.accounts.keys import new_id
 from gateway.edge.route_index import no_route_matched, unknown_route
+from gateway.edge.routes import RouteFacts, unrouted
 from gateway.services import Caller
-from gateway.edge.state import CALLER, FACTS, METRICS, REQUEST_ID, SERVICES, STARTED
+from gateway.edge.state import CALLER, FACTS, METRICS, REQUEST_ID, ROUTE, ROUTES, SERVICES, STARTED
 from ledger.recorder import LedgerUnavailable
 
 log = structlog.get_logger("gateway.request")
 
-# Routes answered without a key; every other /v1 route needs one.
-PUBLIC = frozenset({"/", "/v1/models", "/openapi.json"})
-PUBLIC_PREFIXES = ("/v1/models/",)  # GET /v1/models/{id}, public as the list is
-REALTIME_PATH = "/v1/realtime"
 KEY_SUBPROTOCOL = "openai-insecure-api-key."
 CLIENT_CLOSED = 499  # nginx's "client closed request": the status the relays record as well
 PROVIDER_HEADER = "X-Gateway-Provider"  # the provider that answered (or, on failure, the last one tried)
@@ -37,6 +36,7 @@ async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
     with the status it really ended with: 499 when the client left before the answer was
     complete, 101 for a WebSocket session however it closed, 500 for a failure of ours."""
     request_id = new_id("req")
+    request[ROUTE] = _route(request)
     request[REQUEST_ID] = request_id
     facts = request[FACTS] = RequestFacts()
     started = time.perf_counter()
@@ -56,6 +56,17 @@ async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
         log.info("request", method=request.method, route=request.path, status=status,
                  latency_ms=round(seconds * 1000, 2), **facts.log_fields())
         structlog.contextvars.clear_contextvars()
+
+
+def _route(request: web.Request) -> RouteFacts:
+    """The request's endpoint in the app's route table (an app of bare handlers has none)."""
+    table = request.app.get(ROUTES)
+    return unrouted(request.path) if table is None else table.facts(request)
+
+
+def _dialect(request: web.Request) -> Dialect:
+    route = request.get(ROUTE)
+    return unrouted(request.path).dialect if route is None else route.dialect
 
 
 def _ended(request: web.Request, status: int) -> int:
@@ -78,7 +89,7 @@ async def add_request_id(request: web.Request, response: web.StreamResponse) -> 
     before it is sent (gateway.ops.facts) carries it in headers."""
     if (request_id := request.get(REQUEST_ID)) is not None:
         response.headers["X-Request-Id"] = request_id
-        if speaks_anthropic(request.path):
+        if _dialect(request) is Dialect.ANTHROPIC:
             response.headers["request-id"] = request_id
     if (facts := request.get(FACTS)) is not None and facts.provider:
         response.headers[PROVIDER_HEADER] = facts.provider
@@ -115,7 +126,7 @@ def _answer(request: web.Request, error: ApiError) -> web.StreamResponse:
     if STARTED in request:
         log.warning("error_after_response_began", status=error.status, error=error.message)
         return _after_failure(request)
-    return error.response(error.body_for(request.path, request[REQUEST_ID]))
+    return error.response(error.body_in(_dialect(request), request[REQUEST_ID]))
 
 
 def _after_failure(request: web.Request) -> web.StreamResponse:
@@ -142,7 +153,7 @@ def _type_of(status: int) -> str:
 @web.middleware
 async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Resolve the bearer key to its organization; 401 for a missing, unknown or revoked key."""
-    if request.path in PUBLIC or request.path.startswith(PUBLIC_PREFIXES) or not request.path.startswith("/v1/"):
+    if request[ROUTE].public:
         return await handler(request)
     key = _presented_key(request)
     if not key:
@@ -167,7 +178,7 @@ def _presented_key(request: web.Request) -> str:
     scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() == "bearer" and credentials.strip():
         return credentials.strip()
-    if request.path == REALTIME_PATH and (key := _subprotocol_key(request)):
+    if request[ROUTE].key_in_subprotocol and (key := _subprotocol_key(request)):
         return key
     return request.headers.get("x-api-key", "").strip()
 

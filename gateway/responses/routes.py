@@ -1,15 +1,18 @@
-"""The Responses API's routes: POST /v1/responses and GET /v1/responses/{response_id}."""
+"""The Responses API's routes: POST /v1/responses (paid) and GET /v1/responses/{response_id}."""
 
 from aiohttp import web
 
 from gateway.edge.bodies import NO_STORE, json_response, parse_body
+from gateway.edge.routes import Endpoint, JsonBody
+from gateway.edge.state import CALLER, FACTS, SERVICES
 from gateway.responses import service
 from gateway.responses.request import BODY_BYTES, ResponsesRequest
-from gateway.edge.state import CALLER, FACTS, SERVICES
+
+BODY = JsonBody(ResponsesRequest, BODY_BYTES)
 
 
 async def create_response(request: web.Request) -> web.StreamResponse:
-    raw, parsed = await parse_body(request, ResponsesRequest, BODY_BYTES)
+    raw, parsed = await parse_body(request, BODY)
     request[FACTS].update(model=parsed.model, stream=parsed.stream)
     services, caller = request.app[SERVICES], request[CALLER]
     if not parsed.stream:
@@ -24,6 +27,9 @@ async def get_response(request: web.Request) -> web.Response:
                          headers=NO_STORE)
 
 
-def setup_routes(app: web.Application) -> None:
-    app.router.add_post(service.ROUTE, create_response)
-    app.router.add_get(service.ROUTE + "/{response_id}", get_response)
+ENDPOINTS = (
+    Endpoint("POST", service.ROUTE, create_response,
+             "A response (OpenAI's Responses API) for every chat model, whole or streamed", body=BODY, paid=True,
+             model_kind="chat", answers={"200": ("application/json", "text/event-stream")}),
+    Endpoint("GET", service.ROUTE + "/{response_id}", get_response, "A stored response"),
+)

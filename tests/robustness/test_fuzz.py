@@ -14,7 +14,7 @@ import pytest
 import requests
 from hypothesis import HealthCheck, Phase, given, settings
 
-from gateway.edge.openapi import OPERATIONS
+from gateway.routes import OPERATIONS
 from support import auth
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "12"))

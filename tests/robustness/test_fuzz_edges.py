@@ -2,7 +2,7 @@
 strings for path ids never hold integers beyond 64 bits or non-ASCII digits, and a field the
 schema leaves open (an object of anything) never gets a list where a string belongs.
 
-Three sweeps, each over every route of gateway.edge.openapi.OPERATIONS that takes such input:
+Three sweeps, each over every route of gateway.routes.OPERATIONS that takes such input:
 - every path parameter holds id prefixes followed by hostile numbers: beyond 63 and 64 bits,
   other scripts' digits, superscripts, full-width digits, signs, underscores, thousands of digits;
 - every query parameter holds the same hostile numbers;
@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from yarl import URL
 
-from gateway.edge.openapi import OPERATIONS
+from gateway.routes import OPERATIONS
 from support import auth
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "12")) * 5

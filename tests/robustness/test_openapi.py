@@ -4,7 +4,7 @@ import msgspec
 import pytest
 
 from gateway.edge.errors import ApiError, ErrorBody
-from gateway.edge.openapi import OPERATIONS
+from gateway.routes import OPERATIONS
 
 
 async def test_the_document_is_public_and_describes_every_route(gateway):

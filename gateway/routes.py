@@ -1,0 +1,23 @@
+"""Every endpoint the gateway serves, one tuple: each API family's, declared beside its handlers
+(its `routes.py`). The only module that knows every family; gateway.app registers the tuple
+through a route table (gateway.edge.routes)."""
+
+from types import MappingProxyType
+
+from gateway.audio import routes as audio
+from gateway.chat import routes as chat
+from gateway.dashboard import routes as dashboard
+from gateway.edge.routes import Endpoint
+from gateway.embeddings import routes as embeddings
+from gateway.messages import routes as messages
+from gateway.models import routes as models
+from gateway.music import routes as music
+from gateway.ops import routes as ops
+from gateway.realtime import routes as realtime
+from gateway.responses import routes as responses
+
+ENDPOINTS: tuple[Endpoint, ...] = (
+    *ops.ENDPOINTS, *models.ENDPOINTS, *chat.ENDPOINTS, *messages.ENDPOINTS, *embeddings.ENDPOINTS,
+    *audio.ENDPOINTS, *realtime.ENDPOINTS, *responses.ENDPOINTS, *music.ENDPOINTS, *dashboard.ENDPOINTS)
+# (METHOD, path as OpenAPI writes it) to its endpoint: what the tests sweep
+OPERATIONS = MappingProxyType({(endpoint.method, endpoint.template): endpoint for endpoint in ENDPOINTS})
