@@ -18,7 +18,6 @@ from aiohttp import web
 
 from gateway.billing import ceilings
 from gateway.billing.charging import Outcome, bill, despite_cancellation, outcome, price, record_failure
-from gateway.billing.pricing import Usage
 from gateway.catalogue import Resolved
 from gateway.edge.errors import UpstreamError
 from gateway.providers.base import AudioStream, SpeechCall
@@ -26,6 +25,7 @@ from gateway.providers.capabilities import SpeechProvider
 from gateway.resolution import SPEECH, Served
 from gateway.routing import failover
 from gateway.services import Caller, Services
+from gateway.providers.usage import Usage
 
 ROUTE = "/v1/audio/speech"
 BODY_BYTES = 1024 * 1024

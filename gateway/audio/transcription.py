@@ -12,7 +12,7 @@ from gateway.accounts import key_policy
 from gateway.audio import upload
 from gateway.billing import ceilings
 from gateway.billing.charging import failed, outcome, record, refused
-from gateway.billing.pricing import Cost, Usage, cost_fields, model_cost
+from gateway.billing.pricing import Cost, cost_fields, model_cost
 from gateway.catalogue import Resolved
 from gateway.edge.errors import UpstreamError, bad_request
 from gateway.jsonio import encode
@@ -21,6 +21,7 @@ from gateway.providers.capabilities import TranscriptionProvider
 from gateway.resolution import TRANSCRIPTION, Served, resolve
 from gateway.routing import failover
 from gateway.services import Caller, Services
+from gateway.providers.usage import Usage
 from ledger.money import from_nano, to_nano
 
 ROUTE = "/v1/audio/transcriptions"

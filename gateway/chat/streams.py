@@ -6,7 +6,7 @@ from typing import Protocol
 
 from aiohttp import web
 
-from gateway.billing.pricing import Cost, Usage, usage_body
+from gateway.billing.pricing import Cost, usage_body
 from gateway.catalogue import Resolved
 from gateway.chat.request import StreamOptions
 from gateway.edge import sse
@@ -15,6 +15,7 @@ from gateway.jsonio import encode
 from gateway.providers.base import ChatStream
 from gateway.services import Caller, Services
 from gateway.streaming import BilledRelay, RelayedRequest
+from gateway.providers.usage import Usage
 
 ROUTE = "/v1/chat/completions"
 

@@ -30,7 +30,6 @@ from aiohttp import WSCloseCode, WSMsgType, web
 
 from gateway.billing import ceilings, reservations
 from gateway.billing.charging import bill
-from gateway.billing.pricing import Usage
 from gateway.catalogue import Resolved
 from gateway.edge.errors import ApiError, UpstreamError, bad_request
 from gateway.jsonio import encode
@@ -43,6 +42,7 @@ from gateway.routing import failover
 from gateway.routing.router import Plan
 from gateway.services import Caller, Services
 from gateway.edge.state import SESSIONS
+from gateway.providers.usage import Usage
 
 ROUTE = "/v1/realtime"
 PROTOCOL = "realtime"  # the subprotocol the handshake selects (never the key's)

@@ -8,9 +8,9 @@ No I/O here. What cannot be translated raises ApiError 400 naming the field (`er
 from collections.abc import Sequence
 from types import MappingProxyType
 
-from gateway.billing.pricing import Usage
 from gateway.edge.errors import bad_request
 from gateway.accounts.keys import new_id
+from gateway.providers.usage import Usage
 
 ROLES = frozenset({"user", "assistant", "system", "developer"})
 TEXT_ONLY_ROLES = frozenset({"assistant", "system", "developer"})  # chat takes images from users only
