@@ -3,11 +3,10 @@ metrics both read it (gateway.edge.middleware), and whoever learns a fact writes
 
 The handler names the model and whether it streams; a committed charge adds the provider and the
 cost (ChargeFacts), and for a delivered answer the cost headers its response carries if it is
-sent after the charge (CostHeaders; speech: priced before it is sent): two of the observers the
-app registers for billing (gateway.billing.observers);
-a WebSocket's end adds its close code and which side closed it. Carried by the request and its
-`Caller`, not by the logging context, so a fact written in another task (a charge recorded
-under `asyncio.shield`) still reaches the line.
+sent after the charge (CostHeaders; speech: priced before it is sent), both charge observers the
+app registers (gateway.billing.observers); a WebSocket's end adds its close code and which side
+closed it. Carried by the request and its `Caller`, not by the logging context, so a fact
+written in another task (a charge recorded under `asyncio.shield`) still reaches the line.
 """
 
 from decimal import Decimal
