@@ -143,7 +143,8 @@ async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         attempt_billing=AttemptCharges(),
         # After each charge commits, in this order (gateway.billing.observers)
         charge_observers=(ChargeFacts(), CostHeaders(), app[METRICS],
-                          TokenSpend(limiter, ledger.directory, config.limits)))
+                          TokenSpend(limiter, ledger.directory, config.limits)),
+        kind_routes=app[ROUTES].kind_homes())
     maintaining = asyncio.create_task(escrow.maintain(), name="holds")
     yield
     maintaining.cancel()

@@ -1,6 +1,7 @@
 """Which model and which adapter serve a request, for every route: the catalogue entry (400 for
 an unknown model), its kind (400 naming the route that serves it), and an adapter of its provider
-with the capability the route needs (501 when this gateway has none yet)."""
+with the capability the route needs (501 when this gateway has none yet). A model of another
+kind is sent to its kind's route, as the route table declares it (Services.kind_routes)."""
 
 from collections.abc import Callable, Mapping
 from typing import Generic, TypeVar
@@ -17,10 +18,6 @@ from gateway.services import Services
 
 P = TypeVar("P")
 ALL_MODELS = "GET /v1/models lists the models"
-ROUTE_OF_KIND: Mapping[Kind, str] = {
-    "chat": "POST /v1/chat/completions", "embedding": "POST /v1/embeddings", "speech": "POST /v1/audio/speech",
-    "transcription": "POST /v1/audio/transcriptions", "music": "POST /v1/music", "realtime": "GET /v1/realtime",
-    "completion": "POST /v1/completions"}
 
 
 class Capability(Generic[P]):
@@ -76,5 +73,5 @@ def _models_of_kind(services: Services, model: str, capability: Capability) -> t
         raise bad_request(f"unknown model {model!r}; {capability.unknown_hint}", "model") from None
     if (kind := candidates[0].kind) != capability.kind:
         raise bad_request(f"model {model!r} is a {kind} model, not a {capability.kind} model;"
-                          f" use {ROUTE_OF_KIND[kind]}", "model")
+                          f" use {services.kind_routes[kind]}", "model")
     return candidates

@@ -1,6 +1,7 @@
 """Everything a request handler's service function needs, built once per process."""
 
 import time
+from collections.abc import Mapping
 
 import msgspec
 from redis.asyncio import Redis
@@ -9,7 +10,7 @@ from gateway.billing.escrow import Escrow, Reservation
 from gateway.billing.leases import HoldLeases
 from gateway.billing.observers import ChargeObserver
 from gateway.billing.releases import Releases
-from gateway.catalogue import Catalogue
+from gateway.catalogue import Catalogue, Kind
 from gateway.config import Config
 from gateway.accounts.directory import Directory, Principal
 from gateway.ops.facts import RequestFacts
@@ -47,6 +48,8 @@ class Services(msgspec.Struct, frozen=True, kw_only=True):
     escrow: Escrow  # slices of credit held ahead, requests admitted against them in memory
     attempt_billing: "AttemptBilling[Services, Caller]"  # what each routed attempt holds (gateway.billing.attempts)
     charge_observers: tuple[ChargeObserver, ...]  # told of each charge once durable, in order
+    # Each model kind's route (`METHOD /path`), named to a model asked of another: the route table's
+    kind_routes: Mapping[Kind, str]
 
     def limits_for(self, key_id: str) -> Limits:
         """The key's own rate limits, else the configured defaults."""

@@ -174,11 +174,13 @@ def _register(router: web.UrlDispatcher, endpoint: Endpoint) -> list[web.Abstrac
 
 
 def _check(endpoints: tuple[Endpoint, ...]) -> None:
-    """Refuse a table whose routes repeat, or whose dialect is not their path's (a request there
-    that no route answers would hear the other shape)."""
+    """Refuse a table whose routes or kinds' homes repeat, or whose dialect is not their path's
+    (a request there that no route answers would hear the other shape)."""
     lines = [endpoint.line for endpoint in endpoints]
-    if repeated := sorted({line for line in lines if lines.count(line) > 1}):
-        raise ValueError(f"routes declared twice: {repeated}")
+    homes = [str(endpoint.model_kind) for endpoint in endpoints if endpoint.kind_home]
+    for what, names in (("routes", lines), ("homes of kinds", homes)):
+        if repeated := sorted({name for name in names if names.count(name) > 1}):
+            raise ValueError(f"{what} declared twice: {repeated}")
     for endpoint in endpoints:
         if endpoint.dialect is not dialect_of(endpoint.path):
             raise ValueError(f"{endpoint.line} speaks {endpoint.dialect.value}; its path speaks"

@@ -5,11 +5,13 @@ holds over HTTP for every route."""
 
 import ast
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from aiohttp import web
 
 from gateway.app import create_app
+from gateway.catalogue import Kind
 from gateway.edge.errors import Dialect
 from gateway.edge.routes import Endpoint, RouteTable
 from gateway.edge.state import ROUTES
@@ -63,6 +65,12 @@ def test_a_route_declared_twice_is_refused():
     twice = [Endpoint("GET", "/v1/thing", handler, "a thing")] * 2
     with pytest.raises(ValueError, match="declared twice"):
         RouteTable(web.UrlDispatcher(), twice)
+
+
+def test_each_model_kind_has_one_home_route(config):
+    homes = create_app(config)[ROUTES].kind_homes()
+    assert set(homes) == set(get_args(Kind))
+    assert homes["chat"] == "POST /v1/chat/completions" and homes["realtime"] == "GET /v1/realtime"
 
 
 def test_a_route_whose_dialect_is_not_its_paths_is_refused():
