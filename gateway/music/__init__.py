@@ -1,7 +1,8 @@
 """Music generation (spec 4.1-4.3): a flat price held, one upstream call, hosted or inline audio.
 
-Its routes are declared in `routes.ENDPOINTS` (gateway.routes lists them), its own parts built by `parts.music_ctx`;
-nothing is imported here, so a module below can be imported without pulling in the routes.
+Its routes are declared in `routes.ENDPOINTS` (gateway.routes lists them), its own parts built
+by `parts.music_ctx`; nothing is imported here, so a module below can be imported without
+pulling in the routes.
 
 - `routes`: the handlers of POST/GET /v1/music, /v1/music/{id}/content and /link, /media;
   their endpoints.
