@@ -5,6 +5,10 @@ that leaves is billed (status 499) for what it was sent, and the upstream reques
 A provider that fails mid-way (an error, a malformed chunk, a stream ended without its end
 marker) is recorded, not charged, and the client told in the stream. A charge the ledger
 cannot record ends the stream with an error event too, never with a silent cut.
+
+The billed streams ("relays") are BilledRelay's subclasses, one per API family's `streams`
+module: chat's ChatRelay (and completions' CompletionRelay), MessagesRelay, ResponsesRelay.
+(Speech is billed on its input: gateway.audio.speech.SpeechRelay has its own flow.)
 """
 
 import abc
@@ -54,12 +58,15 @@ class RelayedRequest(Protocol):
         """The model as the client named it."""
 
 
-class Upstream(Protocol):
+class UpstreamStream(Protocol):
+    """What a billed stream reads from: a provider's stream of chunks or events, which the relay
+    iterates (its own type says of what) and closes."""
+
     async def aclose(self) -> None:
         """Stop reading and abandon the upstream request."""
 
 
-U = TypeVar("U", bound=Upstream)
+U = TypeVar("U", bound=UpstreamStream)
 
 
 class BilledRelay(abc.ABC, Generic[U]):

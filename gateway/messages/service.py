@@ -2,38 +2,30 @@
 
 Models of a provider that speaks it natively (an adapter in `Providers.messages`) get the
 client's body as it is, and their answer and events come back as they are. Other models get the request
-translated into OpenAI chat and their answer translated back (`messages_wire`). Billing and
+translated into OpenAI chat and their answer translated back (`wire`). Billing and
 recording are those of chat: one RequestCompleted per request, failures not charged, a client
-that leaves mid-stream billed for what it was sent.
+that leaves mid-stream billed for what it was sent. A stream is relayed by `streams`.
 """
 
 import functools
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import msgspec
-from aiohttp import web
 
 from gateway.messages import wire
 from gateway.billing import ceilings
 from gateway.billing.charging import bill
-from gateway.billing.pricing import Cost, Usage, cost_body
+from gateway.billing.pricing import Usage, cost_body
 from gateway.catalogue import Resolved
 from gateway.chat.service import chat_call
-from gateway.edge.errors import ApiError
-from gateway.jsonio import encode
 from gateway.messages.request import MessagesRequest
+from gateway.messages.streams import ROUTE, MessagesRelay
 from gateway.providers.anthropic_wire import MessageEvent
-from gateway.edge.sse import event_frame
 from gateway.providers.base import Allowance, ChatCall, ChatStream
 from gateway.providers.capabilities import ChatProvider, MessageEvents, MessagesProvider
-from gateway.streaming import BilledRelay
 from gateway.resolution import CHAT, Served
 from gateway.routing import failover
 from gateway.services import Caller, Services
-
-ROUTE = "/v1/messages"
-MESSAGE_STOP = event_frame("message_stop", b'{"type":"message_stop"}')
 
 
 def conversation(request: MessagesRequest) -> list[dict]:
@@ -94,7 +86,7 @@ async def _ask(sent: Sent, served: Served[ChatProvider], call: ChatCall) -> tupl
     return wire.message(reply.body, reply.usage), reply.usage
 
 
-async def open_stream(services: Services, caller: Caller, body: dict, request: MessagesRequest) -> "MessagesRelay":
+async def open_stream(services: Services, caller: Caller, body: dict, request: MessagesRequest) -> MessagesRelay:
     """Start a streamed message with the first provider that accepts it; errors before then are
     ordinary error responses."""
     sent = Sent(services, body)
@@ -121,7 +113,7 @@ class TranslatedStream:
         self.upstream, self.model = upstream, model
 
     async def __aiter__(self) -> AsyncIterator[MessageEvent]:
-        encoder, usage = wire.EventEncoder(self.model), None
+        encoder, usage = wire.MessagesEventEncoder(self.model), None
         async for chunk in self.upstream:
             if chunk.usage is not None:
                 usage = chunk.usage
@@ -133,36 +125,3 @@ class TranslatedStream:
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
-
-
-class MessagesRelay(BilledRelay[MessageEvents]):
-    """Relays events to the client one by one (billed by BilledRelay's rule); the closing
-    message_delta and message_stop are held back until the charge is committed, and
-    message_delta then carries the cost."""
-
-    route = ROUTE
-
-    def __init__(self, services: Services, caller: Caller, request: MessagesRequest, model: Resolved,
-                 upstream: MessageEvents, prompt: list[dict], byok: bool) -> None:
-        super().__init__(services, caller, request, model, upstream, prompt, byok)
-        self.closing: dict[str, Any] = {"type": "message_delta",
-                                        "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {}}
-
-    async def _relay(self, response: web.StreamResponse) -> None:
-        async for event in self.upstream:
-            if event.name == "message_delta":
-                self.closing, self.usage = event.data, event.usage or self.usage
-            elif event.name != "message_stop":
-                await response.write(event.frame)
-                self.delivered += event.tokens
-                if event.tokens:
-                    self.text.add((event.data.get("delta") or {}).get("text") or "")
-
-    async def _finish(self, response: web.StreamResponse, usage: Usage, cost: Cost) -> None:
-        closing = {**self.closing, "usage": {**(self.closing.get("usage") or {}), **cost_body(cost)}}
-        await response.write(event_frame("message_delta", encode(closing)))
-        await response.write(MESSAGE_STOP)
-        await response.write_eof()
-
-    def _error_frames(self, error: ApiError) -> bytes:
-        return event_frame("error", encode(error.anthropic_body(self.caller.request_id)))  # Anthropic's error event

@@ -173,7 +173,7 @@ def message_event(name: str, data: dict, usage: Usage | None = None) -> MessageE
     return MessageEvent(name, event_frame(name, encode(data)), data, usage, delta_tokens(data))
 
 
-class EventEncoder:
+class MessagesEventEncoder:
     """OpenAI chunks in, Anthropic stream events out, as they arrive.
 
     The first chunk opens the message; content opens a text block, each new tool call a

@@ -23,7 +23,7 @@ from gateway.routing import failover
 from gateway.routing.router import Plan
 from gateway.responses import store, translate
 from gateway.responses.prepared import Prepared
-from gateway.responses.streams import NativeRelay, ResponsesRelay, TranslatedRelay
+from gateway.responses.streams import NativeResponsesRelay, ResponsesRelay, TranslatedResponsesRelay
 from gateway.responses.request import ResponsesRequest, check
 from gateway.services import Caller, Services
 
@@ -124,8 +124,8 @@ async def open_stream(services: Services, caller: Caller, body: dict, request: R
     async def start(served: Served[ChatProvider], api_key: str) -> ResponsesRelay:
         ready = conversation.ready(caller, served, api_key, request)
         if ready.native is not None:
-            return NativeRelay(services, caller, ready, await ready.native.open_response_stream(ready.call))
-        return TranslatedRelay(services, caller, ready, await served.provider.open_chat_stream(ready.call))
+            return NativeResponsesRelay(services, caller, ready, await ready.native.open_response_stream(ready.call))
+        return TranslatedResponsesRelay(services, caller, ready, await served.provider.open_chat_stream(ready.call))
 
     answered = await failover.answer(services, caller, conversation.route, start, path=ROUTE, model=request.model,
                                      ceiling=conversation.ceiling(), stream=True)

@@ -15,7 +15,7 @@ from gateway.streaming import BilledRelay, U
 from gateway.responses import store
 from gateway.responses.prepared import Prepared
 from gateway.responses.translate import message_item, response_resource
-from gateway.responses.translate_stream import EventEncoder
+from gateway.responses.translate_stream import ResponsesEventEncoder
 from gateway.services import Caller, Services
 from gateway.edge.sse import event_frame
 
@@ -49,12 +49,12 @@ class ResponsesRelay(BilledRelay[U]):
         return event_frame("error", encode(event))
 
 
-class TranslatedRelay(ResponsesRelay[ChatStream]):
-    """Chat chunks in, Responses events out (`translate_stream.EventEncoder`)."""
+class TranslatedResponsesRelay(ResponsesRelay[ChatStream]):
+    """Chat chunks in, Responses events out (`translate_stream.ResponsesEventEncoder`)."""
 
     def __init__(self, services: Services, caller: Caller, ready: Prepared, upstream: ChatStream) -> None:
         super().__init__(services, caller, ready, upstream)
-        self.events = EventEncoder(response_id=ready.response_id, model=ready.request.model,
+        self.events = ResponsesEventEncoder(response_id=ready.response_id, model=ready.request.model,
                                    created_at=ready.created_at, request=ready.body)
 
     async def _relay(self, response: web.StreamResponse) -> None:
@@ -77,7 +77,7 @@ class TranslatedRelay(ResponsesRelay[ChatStream]):
         return content.marked(kept, self.events.truncated)
 
 
-class NativeRelay(ResponsesRelay[ResponseEvents]):
+class NativeResponsesRelay(ResponsesRelay[ResponseEvents]):
     """The provider's own events, relayed under the gateway's response id."""
 
     async def _relay(self, response: web.StreamResponse) -> None:

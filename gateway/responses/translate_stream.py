@@ -44,7 +44,7 @@ class OutputItem:
         return {"item_id": self.item_id, "output_index": self.output_index}
 
 
-class EventEncoder:
+class ResponsesEventEncoder:
     """Chat completion chunks -> Responses stream events, for one response."""
 
     def __init__(self, *, response_id: str, model: str, created_at: int, request: dict) -> None:

@@ -361,7 +361,7 @@ def test_openai_chunks_become_the_anthropic_event_sequence():
               ({"tool_calls": [{"index": 0, "function": {"arguments": '{"a":'}}]}, None),
               ({"tool_calls": [{"index": 0, "function": {"arguments": "1}"}}]}, None),
               ({}, "tool_calls")]
-    encoder = messages_wire.EventEncoder("gpt-4o-mini")
+    encoder = messages_wire.MessagesEventEncoder("gpt-4o-mini")
     events = [e for delta, finish in deltas
               for e in encoder.feed({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})]
     events += encoder.finish(Usage(12, 5))
@@ -384,6 +384,6 @@ def test_openai_chunks_become_the_anthropic_event_sequence():
 
 
 def test_an_empty_openai_stream_still_opens_and_closes_the_message():
-    events = messages_wire.EventEncoder("m").finish(None)
+    events = messages_wire.MessagesEventEncoder("m").finish(None)
     assert [e.name for e in events] == ["message_start", "message_delta", "message_stop"]
     assert events[1].usage is None

@@ -11,15 +11,16 @@ from openai.types.responses import ResponseStreamEvent
 
 from gateway.billing.pricing import Usage
 from gateway.responses.translate import usage_object
-from gateway.responses.translate_stream import EventEncoder
+from gateway.responses.translate_stream import ResponsesEventEncoder
 
 EVENT = pydantic.TypeAdapter(ResponseStreamEvent)
 REQUEST = {"model": "gemini-2.5-flash", "input": "Weather?", "stream": True, "instructions": "Be brief.",
            "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]}
 
 
-def encoder() -> EventEncoder:
-    return EventEncoder(response_id="resp_1", model="gemini-2.5-flash", created_at=1_700_000_000, request=REQUEST)
+def encoder() -> ResponsesEventEncoder:
+    return ResponsesEventEncoder(response_id="resp_1", model="gemini-2.5-flash", created_at=1_700_000_000,
+                                 request=REQUEST)
 
 
 def text(content: str, finish_reason: str | None = None) -> dict:
@@ -33,7 +34,7 @@ def call(index: int, call_id: str | None = None, name: str | None = None, argume
 
 
 def stream(chunks: list[dict], usage: Usage | None = None, finish_reason: str | None = "stop",
-           events_of: EventEncoder | None = None) -> list[dict]:
+           events_of: ResponsesEventEncoder | None = None) -> list[dict]:
     events_of = events_of or encoder()
     events = events_of.opening()
     for chunk in chunks:
