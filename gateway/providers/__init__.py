@@ -1,4 +1,14 @@
-"""Provider adapters, one module per wire protocol."""
+"""Provider adapters, one module per wire protocol, and what they share.
+
+- `openai` (with `openai_responses`: the Responses API; `float32`: embedding vectors;
+  `multipart`: a form sent on as it arrives), `anthropic` (`anthropic_wire`: the Messages format,
+  both ways), `google` (`google_chat_request` out, `google_chat` back: Gemini's generateContent).
+- `base`: the calls, replies and streams between the gateway and an adapter; `capabilities`: which
+  adapter can do what (Providers); `shapes`: the shapes answers are checked against; `usage`: what
+  an upstream reports it used (Usage) and the checks a report passes.
+- `http`: the pooled client session and an upstream's errors; `stream`: an upstream's server-sent
+  events read one by one, its failures mapped in one place (UpstreamEventStream).
+"""
 
 from collections.abc import Mapping
 from typing import TypeVar
