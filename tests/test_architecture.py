@@ -11,6 +11,7 @@ import ast
 import functools
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -157,21 +158,21 @@ def test_each_gateway_subpackage_names_its_modules():
         assert named_in_docstring(package) == modules | set(subpackages(package)), name
 
 
-def test_the_measures_see_a_loop_and_a_chain():
-    """The checker itself: a loop written under TYPE_CHECKING or in a function is found."""
+def test_the_measures_see_a_loop_and_a_chain(tmp_path):
+    """The checker itself: a loop is found, and so is an import under TYPE_CHECKING or in a function."""
     edges = {"a": frozenset({"b"}), "b": frozenset({"c"}), "c": frozenset({"a"}), "d": frozenset({"a"})}
     assert cycles(edges) == [["a", "b", "c"]]
     assert longest_chain({"a": frozenset({"b"}), "b": frozenset({"c"}), "c": frozenset()}) == ["a", "b", "c"]
-    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from gateway import config\n" \
-             "def f():\n    from gateway.edge import state\n"
-    probe = ROOT / "data" / "architecture_probe.py"
-    probe.parent.mkdir(exist_ok=True)
-    probe.write_text(source)
-    try:
-        assert imported("gateway.probe", probe, {"gateway.config", "gateway.edge.state"}) == {
-            "gateway.config", "gateway.edge.state"}
-    finally:
-        probe.unlink()
+    probe = tmp_path / "probe.py"
+    probe.write_text(textwrap.dedent("""\
+        from typing import TYPE_CHECKING
+        if TYPE_CHECKING:
+            from gateway import config
+        def f():
+            from gateway.edge import state
+        """))
+    assert imported("gateway.probe", probe, {"gateway.config", "gateway.edge.state"}) == {
+        "gateway.config", "gateway.edge.state"}
 
 
 if __name__ == "__main__":
