@@ -1,1 +1,2 @@
-"""Operations: Prometheus metrics, the health check, a request's facts, and log setup."""
+"""Operations: Prometheus metrics, the health check, a request's facts, log setup, and the
+routes that answer them (GET /, /metrics, /openapi.json)."""
