@@ -20,7 +20,8 @@ import structlog
 from aiohttp import web
 
 from gateway.billing.charging import bill, despite_cancellation, keeps_text, record_failure
-from gateway.billing.pricing import Cost, Usage
+from gateway.billing.pricing import Cost
+from gateway.providers.usage import Usage
 from gateway.catalogue import Resolved
 from gateway.edge.errors import ApiError, UpstreamError, ledger_unavailable
 from gateway.jsonio import encode

@@ -12,7 +12,8 @@ import msgspec
 from gateway.providers import float32
 from gateway.billing import ceilings
 from gateway.billing.charging import bill
-from gateway.billing.pricing import Cost, Usage, cost_fields
+from gateway.billing.pricing import Cost, cost_fields
+from gateway.providers.usage import Usage
 from gateway.catalogue import Resolved
 from gateway.edge.errors import bad_request
 from gateway.providers.base import EmbeddingCall

@@ -15,7 +15,8 @@ import msgspec
 from gateway.messages import wire
 from gateway.billing import ceilings
 from gateway.billing.charging import bill
-from gateway.billing.pricing import Usage, cost_body
+from gateway.billing.pricing import cost_body
+from gateway.providers.usage import Usage
 from gateway.catalogue import Resolved
 from gateway.chat.service import chat_call
 from gateway.messages.request import MessagesRequest

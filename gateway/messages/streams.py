@@ -6,7 +6,8 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.billing.pricing import Cost, Usage, cost_body
+from gateway.billing.pricing import Cost, cost_body
+from gateway.providers.usage import Usage
 from gateway.catalogue import Resolved
 from gateway.edge.errors import ApiError
 from gateway.edge.sse import event_frame

@@ -7,7 +7,7 @@ No I/O here. Bad input raises ApiError 400 naming the field (`errors.bad_request
 
 from types import MappingProxyType
 
-from gateway.billing.pricing import Usage
+from gateway.providers.usage import Usage
 from gateway.edge.errors import bad_request
 from gateway.jsonio import encode, loads
 from gateway.providers.anthropic_wire import MessageEvent, delta_tokens, objects

@@ -4,7 +4,8 @@ recorded). A provider failure mid-way ends the stream with an `error` event, num
 
 from aiohttp import web
 
-from gateway.billing.pricing import Cost, Usage, cost_body
+from gateway.billing.pricing import Cost, cost_body
+from gateway.providers.usage import Usage
 from gateway.edge.errors import ApiError
 from gateway import content
 from gateway.jsonio import encode

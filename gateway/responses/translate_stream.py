@@ -12,7 +12,7 @@ closing response (so a stream of any length relays in bounded memory); the delta
 
 from dataclasses import dataclass, field
 
-from gateway.billing.pricing import Usage
+from gateway.providers.usage import Usage
 from gateway.accounts.keys import new_id
 from gateway.content import KeptText
 from gateway.responses.translate import (INCOMPLETE_REASONS, function_call_item, message_item, output_text_part,
