@@ -73,3 +73,13 @@ def test_upstream_streams_read_their_events_through_one_base_class():
         assert issubclass(stream, UpstreamEventStream)
     readers = [path.name for path in sorted((GATEWAY / "providers").glob("*.py")) if "sse.events(" in path.read_text()]
     assert readers == ["stream.py"]
+
+
+def test_usage_is_imported_from_its_home_in_the_providers():
+    """What an upstream reports is the providers' (gateway.providers.usage); billing prices it."""
+    through_billing = sorted(
+        str(path.relative_to(GATEWAY.parent)) for path in GATEWAY.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gateway.billing")
+        and any(alias.name == "Usage" for alias in node.names))
+    assert through_billing == []
