@@ -1,1 +1,5 @@
-"""Embeddings (/v1/embeddings)."""
+"""Embeddings (/v1/embeddings).
+
+- `service`: validate, call the provider once, bill the prompt tokens.
+- `routes`: the handler of POST /v1/embeddings and its endpoint.
+"""

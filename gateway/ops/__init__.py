@@ -1,2 +1,8 @@
-"""Operations: Prometheus metrics, the health check, a request's facts, log setup, and the
-routes that answer them (GET /, /metrics, /openapi.json)."""
+"""Operations: what an operator reads of a running gateway.
+
+- `metrics`: Prometheus metrics (GET /metrics).
+- `health`: the health report (GET /).
+- `facts`: what one request turned out to be: its log line, metrics and cost headers read it.
+- `log_setup`: structured logging, JSON lines.
+- `routes`: the handlers of GET /, /metrics and /openapi.json, and their endpoints.
+"""
