@@ -65,6 +65,7 @@ def _route(request: web.Request) -> RouteFacts:
 
 
 def _dialect(request: web.Request) -> Dialect:
+    """The shape of the request's errors; by its path alone before `observe` has found its route."""
     route = request.get(ROUTE)
     return unrouted(request.path).dialect if route is None else route.dialect
 
