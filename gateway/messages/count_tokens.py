@@ -15,13 +15,13 @@ import msgspec
 
 from gateway.accounts import key_policy
 from gateway.billing.charging import failed, outcome, own_key_or_credit, record
-from gateway.edge.errors import UpstreamError, bad_request
+from gateway.edge.errors import ANTHROPIC_ROOT, UpstreamError, bad_request
 from gateway.messages.request import AnthropicTool, AnthropicToolChoice, Block, InputMessage
 from gateway.providers.base import ChatCall
 from gateway.resolution import CHAT, resolve
 from gateway.services import Caller, Services
 
-ROUTE = "/v1/messages/count_tokens"
+ROUTE = ANTHROPIC_ROOT + "/count_tokens"
 
 
 class CountTokensRequest(msgspec.Struct):

@@ -9,7 +9,7 @@ from aiohttp import web
 from gateway.billing.pricing import Cost, cost_body
 from gateway.providers.usage import Usage
 from gateway.catalogue import Resolved
-from gateway.edge.errors import ApiError
+from gateway.edge.errors import ANTHROPIC_ROOT, ApiError
 from gateway.edge.sse import event_frame
 from gateway.jsonio import encode
 from gateway.messages.request import MessagesRequest
@@ -17,7 +17,7 @@ from gateway.providers.capabilities import MessageEvents
 from gateway.services import Caller, Services
 from gateway.streaming import BilledRelay
 
-ROUTE = "/v1/messages"
+ROUTE = ANTHROPIC_ROOT  # where Anthropic's SDK posts, and so where its error shape is spoken
 MESSAGE_STOP = event_frame("message_stop", b'{"type":"message_stop"}')
 
 
