@@ -10,6 +10,10 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+# The largest body of a chat-shaped request (chat, completions, Messages, Responses): images and
+# audio travel inline, base64-encoded.
+BODY_BYTES = 32 * 1024 * 1024
+
 Unit = Annotated[float, msgspec.Meta(ge=0, le=1)]
 Penalty = Annotated[float, msgspec.Meta(ge=-2, le=2)]
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]

@@ -4,12 +4,11 @@ or streamed, both paid."""
 from aiohttp import web
 
 from gateway.chat import completions, service as chat
-from gateway.chat.request import ChatRequest
+from gateway.chat.request import BODY_BYTES, ChatRequest
 from gateway.edge.bodies import json_response, parse_body
 from gateway.edge.routes import Endpoint, JsonBody
 from gateway.edge.state import CALLER, FACTS, SERVICES
 
-BODY_BYTES = 32 * 1024 * 1024  # images travel inline
 CHAT_BODY = JsonBody(ChatRequest, BODY_BYTES)
 COMPLETION_BODY = JsonBody(completions.CompletionRequest, BODY_BYTES)
 WHOLE_OR_STREAMED = {"200": ("application/json", "text/event-stream")}

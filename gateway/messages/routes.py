@@ -4,7 +4,7 @@ Anthropic's shape and take the key as `x-api-key` too."""
 
 from aiohttp import web
 
-from gateway.chat.routes import BODY_BYTES
+from gateway.chat.request import BODY_BYTES
 from gateway.edge.bodies import json_response, parse_body
 from gateway.edge.errors import Dialect
 from gateway.edge.routes import Endpoint, JsonBody
@@ -12,7 +12,7 @@ from gateway.edge.state import CALLER, FACTS, SERVICES
 from gateway.messages import count_tokens, service as messages
 from gateway.messages.request import MessagesRequest
 
-MESSAGES_BODY = JsonBody(MessagesRequest, BODY_BYTES)  # as chat's: images travel inline
+MESSAGES_BODY = JsonBody(MessagesRequest, BODY_BYTES)
 COUNT_BODY = JsonBody(count_tokens.CountTokensRequest, BODY_BYTES)
 
 

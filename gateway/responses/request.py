@@ -13,7 +13,6 @@ import msgspec
 
 from gateway.edge.errors import bad_request
 
-BODY_BYTES = 32 * 1024 * 1024  # as chat's: images travel inline
 Unit = Annotated[float, msgspec.Meta(ge=0, le=1)]
 # Work the gateway cannot do on a request's behalf: it answers synchronously, and keeps no
 # server-side conversations or prompt templates.

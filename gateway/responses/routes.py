@@ -6,7 +6,8 @@ from gateway.edge.bodies import NO_STORE, json_response, parse_body
 from gateway.edge.routes import Endpoint, JsonBody
 from gateway.edge.state import CALLER, FACTS, SERVICES
 from gateway.responses import service
-from gateway.responses.request import BODY_BYTES, ResponsesRequest
+from gateway.chat.request import BODY_BYTES
+from gateway.responses.request import ResponsesRequest
 
 BODY = JsonBody(ResponsesRequest, BODY_BYTES)
 
