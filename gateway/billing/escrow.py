@@ -98,7 +98,7 @@ class Escrow:
         self._slices: dict[tuple[str, str], Slice] = {}
         self._refills: dict[tuple[str, str], asyncio.Task] = {}
 
-    def admit(self, org_id: str, key_id: str, amount: int) -> Reservation | None:
+    def reserve(self, org_id: str, key_id: str, amount: int) -> Reservation | None:
         """Reserve `amount` in memory from the slice of (org, key: "" unless it has a budget), or
         None (it does not fit: the caller holds on its own); the slice refills in the background."""
         if not self._config.escrow:

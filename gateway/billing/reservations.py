@@ -51,7 +51,7 @@ async def top_up(services: Services, caller: Caller, amount_inr_nano: int, also:
     short = amount_inr_nano - held(caller)
     if not holds(services, caller):
         require_credit(services, caller)
-    elif short > 0 and (reservation := services.escrow.admit(caller.org_id, slice_key(services, caller), short)):
+    elif short > 0 and (reservation := services.escrow.reserve(caller.org_id, slice_key(services, caller), short)):
         caller.reserved.append(reservation)
     elif short > 0:
         await _hold(services, caller, short, also)
