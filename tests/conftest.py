@@ -14,10 +14,10 @@ from gateway.app import create_app
 from gateway.config import Config, ProviderConfig
 from gateway.edge.state import LEDGER
 from ledger.money import from_nano
-from support import PROVIDER_KEY, S3_CREDENTIALS, postgres_schema, postgres_url
+from tests.support import PROVIDER_KEY, S3_CREDENTIALS, postgres_schema, postgres_url
 from simulator.app import create_app as create_simulator
 from simulator.settings import Settings
-from tcp_proxy import proxied_service
+from tests.tcp_proxy import proxied_service
 
 
 # -- the simulator on its own, for its tests ---------------------------------------------------

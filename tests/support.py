@@ -1,4 +1,4 @@
-"""Helpers shared by test modules (import as `from support import ...`; tests/ is on sys.path)."""
+"""Helpers shared by test modules (`from tests.support import ...`)."""
 
 import asyncio
 import contextlib
@@ -14,6 +14,7 @@ from decimal import Decimal
 import aiohttp
 import orjson
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 PROVIDER_KEY = "sk-sim-provider-secret-0123456789"
 
@@ -173,3 +174,16 @@ def transcription_form(audio: bytes, *, file_first: bool = False, model: str = "
     if not file_first:
         data.add_field("file", audio, filename="talk.mp3", content_type="audio/mpeg")
     return data
+
+
+# -- /metrics ------------------------------------------------------------------------------------
+
+def samples(text: str) -> dict[tuple[str, tuple], float]:
+    """Every sample of a Prometheus text, by name and sorted labels."""
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def value(found: dict, name: str, **labels) -> float:
+    """The sum of the `samples` named `name` whose labels include `labels`."""
+    return sum(v for (n, ls), v in found.items() if n == name and set(labels.items()) <= set(ls))

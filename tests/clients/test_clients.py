@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway_helpers import run_cli_async, write_config
-from support import IN_CI, clean_env, request_events
+from tests.gateway.gateway_helpers import run_cli_async, write_config
+from tests.support import IN_CI, clean_env, request_events
 
 HERE = Path(__file__).parent
 PYTHON_BIN = HERE.parents[1] / ".venv-clients" / "bin"

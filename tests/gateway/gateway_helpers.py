@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-from support import PROVIDER_KEY, S3_CREDENTIALS, clean_env, postgres_schema, postgres_url
+from tests.support import PROVIDER_KEY, S3_CREDENTIALS, clean_env, postgres_schema, postgres_url
 
 GATEWAY_BIN = str(Path(sys.executable).with_name("gateway"))
 CLI_TIMEOUT_S = 60.0

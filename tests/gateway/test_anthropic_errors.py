@@ -13,7 +13,7 @@ from gateway.ops.metrics import Metrics
 from gateway.edge.middleware import add_request_id, observe
 from gateway.edge.state import METRICS
 from ledger.recorder import LedgerUnavailable
-from support import auth, chat_body, post_chat, request_events, upstream_requests
+from tests.support import auth, chat_body, post_chat, request_events, upstream_requests
 
 anthropic = pytest.importorskip("anthropic")
 

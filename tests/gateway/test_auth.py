@@ -7,10 +7,10 @@ import re
 import secrets
 import time
 
-from support import auth
+from tests.support import auth
 from gateway.accounts import admin
 from gateway.accounts.keys import KEY_PREFIX, new_id
-from gateway_helpers import chat_body
+from tests.gateway.gateway_helpers import chat_body
 from ledger.backends import recorder_for
 
 CHAT = "/v1/chat/completions"

@@ -17,8 +17,8 @@ import pytest
 
 from gateway.catalogue import SHIPPED_PATH
 from ledger.recorder import SCHEMA_VERSION
-from support import PROVIDER_KEY, auth, decimal_json
-from gateway_helpers import (
+from tests.support import PROVIDER_KEY, auth, decimal_json
+from tests.gateway.gateway_helpers import (
     chat_body, children_of, clean_env, cmdline, count_events, gateway_process, is_running,
     json_lines, ledger_toml, one_json_object, port_is_open, run_cli, run_cli_async, write_config,
 )

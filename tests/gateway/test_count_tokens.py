@@ -3,7 +3,7 @@ a 400 for other models, never a guessed number."""
 
 import pytest
 
-from support import auth, request_events, upstream_requests
+from tests.support import auth, request_events, upstream_requests
 
 anthropic = pytest.importorskip("anthropic")
 

@@ -10,7 +10,7 @@ import pytest
 
 from simulator.anthropic_messages import tool_input
 from simulator.textgen import completion_text
-from support import PROVIDER_KEY, auth, decimal_json, poll, request_events, upstream_requests
+from tests.support import PROVIDER_KEY, auth, decimal_json, poll, request_events, upstream_requests
 
 anthropic = pytest.importorskip("anthropic")
 

@@ -17,8 +17,10 @@ import pytest
 from gateway.app import ledger_recorder
 from gateway.config import LedgerConfig
 from ledger.events import HoldReleased
-from gateway_helpers import gateway_process, run_cli_async, shared_ledger_url, simulator_providers_toml, write_config
-from support import auth, chat_body, clean_env, decimal_json
+from tests.gateway.gateway_helpers import (
+    gateway_process, run_cli_async, shared_ledger_url, simulator_providers_toml, write_config,
+)
+from tests.support import auth, chat_body, clean_env, decimal_json
 
 LEASE_S = 2
 

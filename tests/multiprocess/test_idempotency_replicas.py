@@ -17,10 +17,12 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from gateway_helpers import gateway_process, postgres_ledger_url, replica_toml, run_cli_async, write_config
+from tests.gateway.gateway_helpers import (
+    gateway_process, postgres_ledger_url, replica_toml, run_cli_async, write_config,
+)
 from ledger.events import IdempotencyKeyClaimed, IdempotencyKeyReleased, RequestCompleted
 from ledger.backends.postgres import PostgresRecorder
-from support import PROVIDER_KEY, auth, clean_env, decimal_json
+from tests.support import PROVIDER_KEY, auth, clean_env, decimal_json
 
 PRICE_INR = Decimal("0.05") * 84  # one clip at the default rate
 FAIL_ONCE = web.AppKey("fail_once", set)

@@ -24,8 +24,10 @@ from gateway.catalogue import Catalogue
 from gateway.config import Config
 from gateway.providers import openai
 
-from gateway_helpers import gateway_process, run_cli_async, shared_ledger_url, simulator_providers_toml, write_config
-from support import auth, chat_body, clean_env, decimal_json
+from tests.gateway.gateway_helpers import (
+    gateway_process, run_cli_async, shared_ledger_url, simulator_providers_toml, write_config,
+)
+from tests.support import auth, chat_body, clean_env, decimal_json
 
 PRICE_INR = Decimal("0.05") * 84  # one tune-3-clip-preview generation at the default rate
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ledger.events import MediaExpired, MusicTrackRecorded, OrgCreated
 from ledger.recorder import Append, Recorder
-from support import S3_CREDENTIALS, clean_env, put_many
+from tests.support import S3_CREDENTIALS, clean_env, put_many
 
 SWEEPER_BIN = str(Path(sys.executable).with_name("gateway-sweeper"))
 RUN_TIMEOUT_S = 60.0
