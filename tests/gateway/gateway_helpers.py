@@ -255,6 +255,3 @@ async def gateway_process(*args: str, env: dict[str, str], cwd: Path | None = No
     finally:
         await running.close()
 
-
-def chat_body(content: str = "hello [sim:tokens=3]", model: str = "gpt-4o-mini") -> dict:
-    return {"model": model, "messages": [{"role": "user", "content": content}]}

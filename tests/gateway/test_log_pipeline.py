@@ -16,9 +16,9 @@ import aiohttp
 import pytest
 
 from tests.gateway.gateway_helpers import (
-    chat_body, clean_env, gateway_process, json_lines, ledger_toml, one_json_object, run_cli, write_config,
+    clean_env, gateway_process, json_lines, ledger_toml, one_json_object, run_cli, write_config,
 )
-from tests.support import PROVIDER_KEY, auth, samples, value
+from tests.support import PROVIDER_KEY, auth, chat_body, samples, value
 
 CHAT = "/v1/chat/completions"
 REALTIME = "/v1/realtime?model=gpt-4o-realtime-preview"
