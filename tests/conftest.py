@@ -120,6 +120,14 @@ async def make_pg_gateway(make_gateway):
         yield start
 
 
+@pytest.fixture
+def no_anthropic_env(monkeypatch):
+    """For the anthropic SDK's tests (`pytest.mark.usefixtures`): the SDK reads these, and a
+    developer's own key must not reach the gateway under test."""
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
 # -- PostgreSQL through a proxy the test controls (tests/tcp_proxy.py), for the outage tests -------
 
 @pytest.fixture
