@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 import json
 import os
+import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -128,6 +129,28 @@ async def poll(probe, accept=bool, timeout: float = 5.0):
         if accept(value) or asyncio.get_running_loop().time() > deadline:
             return value
         await asyncio.sleep(0.05)
+
+
+# -- processes -----------------------------------------------------------------------------------
+
+async def process_result(proc: asyncio.subprocess.Process, timeout: float, args: Any = ()
+                         ) -> subprocess.CompletedProcess:
+    """`proc`'s exit code and decoded output once it exits. Killed (and reaped) if it outlives
+    `timeout` (TimeoutError) or its caller, so no test leaves a process running."""
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    return subprocess.CompletedProcess(args, proc.returncode, out.decode(), err.decode())
+
+
+async def run_process(*command: str, timeout: float, **options: Any) -> subprocess.CompletedProcess:
+    """`command` to completion without blocking the event loop, as `process_result`."""
+    proc = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE, **options)
+    return await process_result(proc, timeout, list(command))
 
 
 # -- the simulator's request record, WebSocket events, multipart forms ---------------------------

@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-from tests.support import PROVIDER_KEY, S3_CREDENTIALS, clean_env, postgres_schema, postgres_url
+from tests.support import PROVIDER_KEY, S3_CREDENTIALS, clean_env, postgres_schema, postgres_url, run_process
 
 GATEWAY_BIN = str(Path(sys.executable).with_name("gateway"))
 CLI_TIMEOUT_S = 60.0
@@ -86,16 +86,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = No
 
 async def run_cli_async(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`run_cli` without blocking the event loop (an in-process gateway keeps serving)."""
-    proc = await asyncio.create_subprocess_exec(
-        GATEWAY_BIN, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env=clean_env() if env is None else env)
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), CLI_TIMEOUT_S)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    return subprocess.CompletedProcess([GATEWAY_BIN, *args], proc.returncode, out.decode(), err.decode())
+    return await run_process(GATEWAY_BIN, *args, timeout=CLI_TIMEOUT_S, env=clean_env() if env is None else env)
 
 
 def one_json_object(stdout: str) -> dict:
