@@ -18,7 +18,7 @@ import pytest
 from aiohttp import web
 
 from tests.gateway.gateway_helpers import (
-    gateway_process, postgres_ledger_url, replica_toml, run_cli_async, write_config,
+    admin_cli, gateway_process, postgres_ledger_url, replica_toml, run_cli_async, write_config,
 )
 from ledger.events import IdempotencyKeyClaimed, IdempotencyKeyReleased, RequestCompleted
 from ledger.backends.postgres import PostgresRecorder
@@ -82,9 +82,7 @@ async def replicas(replica_config, replicated_org):
 
 @pytest.fixture
 async def replicated_org(replica_config) -> dict:
-    result = await run_cli_async("admin", "create-org", "replicated", "--credits-inr", "50", "--config", replica_config)
-    assert result.returncode == 0, result.stderr
-    return decimal_json(result.stdout.encode())
+    return await admin_cli(replica_config, "create-org", "replicated", "--credits-inr", "50")
 
 
 async def post(url: str, org: dict, key: str, prompt: str) -> tuple[int, dict]:
