@@ -14,10 +14,10 @@ from gateway.app import create_app
 from gateway.config import Config, ProviderConfig
 from gateway.edge.state import LEDGER
 from ledger.money import from_nano
-from support import PROVIDER_KEY, S3_CREDENTIALS, postgres_schema, postgres_url
+from tests.support import PROVIDER_KEY, S3_CREDENTIALS, postgres_schema, postgres_url
 from simulator.app import create_app as create_simulator
 from simulator.settings import Settings
-from tcp_proxy import proxied_service
+from tests.tcp_proxy import proxied_service
 
 
 # -- the simulator on its own, for its tests ---------------------------------------------------
@@ -118,6 +118,14 @@ async def make_pg_gateway(make_gateway):
             ledger = msgspec.structs.replace(config.ledger, url=postgres_url(schema=schema))
             return await make_gateway(msgspec.structs.replace(config, ledger=ledger))
         yield start
+
+
+@pytest.fixture
+def no_anthropic_env(monkeypatch):
+    """For the anthropic SDK's tests (`pytest.mark.usefixtures`): the SDK reads these, and a
+    developer's own key must not reach the gateway under test."""
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
 
 
 # -- PostgreSQL through a proxy the test controls (tests/tcp_proxy.py), for the outage tests -------

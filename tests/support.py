@@ -1,9 +1,10 @@
-"""Helpers shared by test modules (import as `from support import ...`; tests/ is on sys.path)."""
+"""Helpers shared by test modules (`from tests.support import ...`)."""
 
 import asyncio
 import contextlib
 import json
 import os
+import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -14,6 +15,7 @@ from decimal import Decimal
 import aiohttp
 import orjson
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 PROVIDER_KEY = "sk-sim-provider-secret-0123456789"
 
@@ -129,6 +131,28 @@ async def poll(probe, accept=bool, timeout: float = 5.0):
         await asyncio.sleep(0.05)
 
 
+# -- processes -----------------------------------------------------------------------------------
+
+async def process_result(proc: asyncio.subprocess.Process, timeout: float, args: Any = ()
+                         ) -> subprocess.CompletedProcess:
+    """`proc`'s exit code and decoded output once it exits. Killed (and reaped) if it outlives
+    `timeout` (TimeoutError) or its caller, so no test leaves a process running."""
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    return subprocess.CompletedProcess(args, proc.returncode, out.decode(), err.decode())
+
+
+async def run_process(*command: str, timeout: float, **options: Any) -> subprocess.CompletedProcess:
+    """`command` to completion without blocking the event loop, as `process_result`."""
+    proc = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE, **options)
+    return await process_result(proc, timeout, list(command))
+
+
 # -- the simulator's request record, WebSocket events, multipart forms ---------------------------
 
 async def sim_records(client) -> list[dict[str, Any]]:
@@ -173,3 +197,16 @@ def transcription_form(audio: bytes, *, file_first: bool = False, model: str = "
     if not file_first:
         data.add_field("file", audio, filename="talk.mp3", content_type="audio/mpeg")
     return data
+
+
+# -- /metrics ------------------------------------------------------------------------------------
+
+def samples(text: str) -> dict[tuple[str, tuple], float]:
+    """Every sample of a Prometheus text, by name and sorted labels."""
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def value(found: dict, name: str, **labels) -> float:
+    """The sum of the `samples` named `name` whose labels include `labels`."""
+    return sum(v for (n, ls), v in found.items() if n == name and set(labels.items()) <= set(ls))

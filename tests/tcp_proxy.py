@@ -21,7 +21,7 @@ import socket
 import struct
 from collections.abc import AsyncIterator
 
-from support import need_service
+from tests.support import need_service
 
 
 class TcpProxy:

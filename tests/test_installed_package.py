@@ -24,8 +24,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from support import auth, chat_body, clean_env
-from gateway_helpers import GatewayProcess, children_of, cmdline, is_running
+from tests.support import auth, chat_body, clean_env
+from tests.gateway.gateway_helpers import GatewayProcess, children_of, cmdline, is_running
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 PACKAGES = ("gateway", "ledger", "storage", "sweeper", "simulator")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from support import IN_CI
+from tests.support import IN_CI
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS_PER_STREAM = 16 + 4  # role, 16 tokens, finish, usage, [DONE]

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from support import IN_CI, auth, chat_body, post_chat
+from tests.support import IN_CI, auth, chat_body, post_chat
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]

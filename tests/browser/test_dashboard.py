@@ -11,7 +11,7 @@ import msgspec
 
 from gateway.accounts import admin
 from gateway.edge.state import SERVICES
-from support import auth, chat_body, decimal_json, poll, post_chat
+from tests.support import auth, chat_body, decimal_json, poll, post_chat
 from sweeper.sweep import Sweeper
 
 try:

@@ -4,14 +4,13 @@ from their own virtualenv (`.venv-clients`, so their pins never move the gateway
 from `tests/clients/node`. Every call answers, each request is charged once, and `gateway ledger
 verify` passes afterwards. Both are installed by `make clients` (run by `make test`)."""
 
-import asyncio
 import json
 from pathlib import Path
 
 import pytest
 
-from gateway_helpers import run_cli_async, write_config
-from support import IN_CI, clean_env, request_events
+from tests.gateway.gateway_helpers import run_cli_async, write_config
+from tests.support import IN_CI, clean_env, request_events, run_process
 
 HERE = Path(__file__).parent
 PYTHON_BIN = HERE.parents[1] / ".venv-clients" / "bin"
@@ -30,16 +29,9 @@ def need(path: Path, what: str) -> None:
 async def run_client(gateway, org: dict, *command: str, **env: str) -> dict:
     """Run one client program against the gateway; the JSON object it prints last."""
     environment = clean_env(GATEWAY_URL=gateway.url, GATEWAY_KEY=org["api_key"], **env)
-    process = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.PIPE,
-                                                   stderr=asyncio.subprocess.PIPE, env=environment, cwd=HERE)
-    try:
-        out, err = await asyncio.wait_for(process.communicate(), CLIENT_TIMEOUT_S)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    assert process.returncode == 0, err.decode()[-4000:]
-    return json.loads(out.decode().strip().splitlines()[-1])
+    done = await run_process(*command, timeout=CLIENT_TIMEOUT_S, env=environment, cwd=HERE)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 async def python_client(gateway, org: dict, script: str, **env: str) -> dict:
@@ -106,12 +98,10 @@ async def test_the_llm_cli_with_an_openai_compatible_model(gateway, org, config,
     (home / "extra-openai-models.yaml").write_text(
         f"- model_id: gateway-mini\n  model_name: gpt-4o-mini\n  api_base: {gateway.url}/v1\n  api_key_name: gateway\n")
     (home / "keys.json").write_text(json.dumps({"gateway": org["api_key"]}))
-    process = await asyncio.create_subprocess_exec(
-        str(PYTHON_BIN / "llm"), "-m", "gateway-mini", "hello", "--no-log", stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=clean_env(LLM_USER_PATH=str(home)))
-    out, err = await asyncio.wait_for(process.communicate(), CLIENT_TIMEOUT_S)
-    assert process.returncode == 0, err.decode()
-    assert words(out.decode())
+    done = await run_process(str(PYTHON_BIN / "llm"), "-m", "gateway-mini", "hello", "--no-log",
+                             timeout=CLIENT_TIMEOUT_S, env=clean_env(LLM_USER_PATH=str(home)))
+    assert done.returncode == 0, done.stderr
+    assert words(done.stdout)
     assert await charged_routes(gateway, config, tmp_path) == ["/v1/chat/completions"]
 
 

@@ -16,7 +16,9 @@ import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-from support import PROVIDER_KEY, S3_CREDENTIALS, clean_env, postgres_schema, postgres_url
+from tests.support import (
+    PROVIDER_KEY, S3_CREDENTIALS, clean_env, decimal_json, postgres_schema, postgres_url, run_process,
+)
 
 GATEWAY_BIN = str(Path(sys.executable).with_name("gateway"))
 CLI_TIMEOUT_S = 60.0
@@ -86,16 +88,14 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = No
 
 async def run_cli_async(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`run_cli` without blocking the event loop (an in-process gateway keeps serving)."""
-    proc = await asyncio.create_subprocess_exec(
-        GATEWAY_BIN, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env=clean_env() if env is None else env)
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), CLI_TIMEOUT_S)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    return subprocess.CompletedProcess([GATEWAY_BIN, *args], proc.returncode, out.decode(), err.decode())
+    return await run_process(GATEWAY_BIN, *args, timeout=CLI_TIMEOUT_S, env=clean_env() if env is None else env)
+
+
+async def admin_cli(config: str, *args: str) -> dict:
+    """`gateway admin ARGS... --config CONFIG`, which must succeed: the JSON it printed, numbers exact."""
+    result = await run_cli_async("admin", *args, "--config", config)
+    assert result.returncode == 0, result.stderr
+    return decimal_json(result.stdout.encode())
 
 
 def one_json_object(stdout: str) -> dict:
@@ -255,6 +255,3 @@ async def gateway_process(*args: str, env: dict[str, str], cwd: Path | None = No
     finally:
         await running.close()
 
-
-def chat_body(content: str = "hello [sim:tokens=3]", model: str = "gpt-4o-mini") -> dict:
-    return {"model": model, "messages": [{"role": "user", "content": content}]}

@@ -13,7 +13,7 @@ from gateway.ops.metrics import Metrics
 from gateway.edge.middleware import add_request_id, observe
 from gateway.edge.state import METRICS
 from ledger.recorder import LedgerUnavailable
-from support import auth, chat_body, post_chat, request_events, upstream_requests
+from tests.support import auth, chat_body, post_chat, request_events, upstream_requests
 
 anthropic = pytest.importorskip("anthropic")
 
@@ -21,10 +21,7 @@ CLAUDE = "claude-haiku-4-5"
 MESSAGES = "/v1/messages"
 
 
-@pytest.fixture(autouse=True)
-def no_anthropic_env(monkeypatch):
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_anthropic_env")
 
 
 def sdk(gateway, key: str | None, retries: int = 0):

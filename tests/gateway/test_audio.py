@@ -20,7 +20,7 @@ from simulator.mp3 import CYCLE_BYTES, CYCLE_FRAMES, FRAME_DURATION_S, frames_fo
     silent_mp3
 from simulator.openai_audio import split
 from simulator.textgen import completion_text
-from support import auth, decimal_json, request_events, transcription_form, upstream_requests
+from tests.support import auth, decimal_json, request_events, transcription_form, upstream_requests
 
 openai = pytest.importorskip("openai")
 

@@ -7,13 +7,13 @@ import re
 import secrets
 import time
 
-from support import auth
+from tests.support import auth, chat_body
 from gateway.accounts import admin
 from gateway.accounts.keys import KEY_PREFIX, new_id
-from gateway_helpers import chat_body
 from ledger.backends import recorder_for
 
 CHAT = "/v1/chat/completions"
+HELLO = "hello [sim:tokens=3]"  # a short chat: the simulator answers it with 3 tokens
 PROPAGATION_LIMIT_S = 3.0
 KEY_SHAPE = re.compile(r"gwk_[A-Za-z0-9_-]{43,}")
 MISSING_KEY = {"error": {"message": "missing API key: send 'Authorization: Bearer <key>'",
@@ -49,40 +49,40 @@ async def seconds_until_status(gateway, headers: dict[str, str], status: int) ->
 
 
 async def test_missing_key_is_401_with_the_error_body(gateway):
-    response = await gateway.client.post(CHAT, json=chat_body())
+    response = await gateway.client.post(CHAT, json=chat_body(HELLO))
     assert response.status == 401
     assert response.content_type == "application/json"
     assert await response.json() == MISSING_KEY
 
 
 async def test_401_carries_a_request_id(gateway):
-    response = await gateway.client.post(CHAT, json=chat_body())
+    response = await gateway.client.post(CHAT, json=chat_body(HELLO))
     assert response.status == 401
     assert re.fullmatch(r"req_[0-9a-f]{24}", response.headers["X-Request-Id"])
 
 
 async def test_empty_bearer_is_treated_as_missing(gateway):
-    response = await gateway.client.post(CHAT, json=chat_body(), headers={"Authorization": "Bearer   "})
+    response = await gateway.client.post(CHAT, json=chat_body(HELLO), headers={"Authorization": "Bearer   "})
     assert response.status == 401
     assert await response.json() == MISSING_KEY
 
 
 async def test_non_bearer_scheme_is_refused(gateway, org):
-    response = await gateway.client.post(CHAT, json=chat_body(),
+    response = await gateway.client.post(CHAT, json=chat_body(HELLO),
                                          headers={"Authorization": f"Basic {org['api_key']}"})
     assert response.status == 401
     assert await response.json() == MISSING_KEY
 
 
 async def test_key_without_a_scheme_is_refused(gateway, org):
-    response = await gateway.client.post(CHAT, json=chat_body(), headers={"Authorization": org["api_key"]})
+    response = await gateway.client.post(CHAT, json=chat_body(HELLO), headers={"Authorization": org["api_key"]})
     assert response.status == 401
     assert await response.json() == MISSING_KEY
 
 
 async def test_unknown_key_is_401_with_the_error_body(gateway):
     bogus = KEY_PREFIX + secrets.token_urlsafe(32)
-    response = await gateway.client.post(CHAT, json=chat_body(), headers=auth(bogus))
+    response = await gateway.client.post(CHAT, json=chat_body(HELLO), headers=auth(bogus))
     assert response.status == 401
     assert await response.json() == BAD_KEY
 
@@ -100,7 +100,7 @@ async def test_x_api_key_header_is_accepted(gateway, org):
 
 
 async def test_unknown_x_api_key_is_refused(gateway):
-    response = await gateway.client.post(CHAT, json=chat_body(), headers={"x-api-key": "gwk_nope"})
+    response = await gateway.client.post(CHAT, json=chat_body(HELLO), headers={"x-api-key": "gwk_nope"})
     assert response.status == 401
     assert await response.json() == BAD_KEY
 
@@ -134,7 +134,7 @@ async def test_revoked_key_is_refused_within_3_s(gateway, config, org):
     revoked = await as_other_process(config, lambda r: admin.revoke_key(r, org["key_id"]))
     assert revoked == {"key_id": org["key_id"], "org_id": org["org_id"], "revoked": True}
     await seconds_until_status(gateway, headers, 401)
-    response = await gateway.client.post(CHAT, json=chat_body(), headers=headers)
+    response = await gateway.client.post(CHAT, json=chat_body(HELLO), headers=headers)
     assert await response.json() == BAD_KEY
 
 

@@ -11,8 +11,8 @@ import msgspec
 import orjson
 import pytest
 
-from support import auth
-from gateway_helpers import clean_env, gateway_process, one_json_object, run_cli_async, write_config
+from tests.support import auth
+from tests.gateway.gateway_helpers import clean_env, gateway_process, one_json_object, run_cli_async, write_config
 
 MUSIC = "/v1/music"
 CHAT = "/v1/chat/completions"

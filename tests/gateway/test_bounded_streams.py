@@ -15,8 +15,8 @@ from gateway.edge import sse
 from gateway.edge.errors import UpstreamError
 from gateway.content import KEPT_TEXT_CHARS, KeptText
 
-from gateway_helpers import gateway_process, run_cli_async, simulator_providers_toml, write_config
-from support import auth, clean_env, decimal_json
+from tests.gateway.gateway_helpers import gateway_process, run_cli_async, simulator_providers_toml, write_config
+from tests.support import auth, clean_env, decimal_json
 
 DELTA = 32 * 1024  # bytes of text in each streamed delta ([sim:chunk_bytes]); lines stay well under aiohttp's cap
 DELTAS = 2048  # 64 MiB of text a stream, four routes: 256 MiB through one process

@@ -10,8 +10,8 @@ from gateway.accounts import admin
 from gateway.accounts.admin import AdminError
 from gateway.accounts.sealing import Sealer, SealingError
 from ledger.events import CreditsHeld, ProviderKeySet, RequestCompleted
-from support import PROVIDER_KEY, auth, chat_body, clean_env
-from gateway_helpers import run_cli_async
+from tests.support import PROVIDER_KEY, auth, chat_body, clean_env
+from tests.gateway.gateway_helpers import run_cli_async
 
 MASTER = "test-master-key-0123456789"
 ORG_OPENAI_KEY = "sk-org-own-openai-key-abcdefghijklmnop"

@@ -11,7 +11,7 @@ import pytest
 from gateway.catalogue import SHIPPED_PATH, CatalogueError
 from ledger.events import RequestCompleted
 from simulator.textgen import completion_text
-from support import auth, chat_body, decimal_json, poll, request_events, sse_lines
+from tests.support import auth, chat_body, decimal_json, poll, request_events, sse_lines
 
 PROMPT_PRICE, COMPLETION_PRICE = Decimal("0.00000015"), Decimal("0.0000006")  # gpt-4o-mini
 RATE = Decimal("84.0")

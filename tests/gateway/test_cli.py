@@ -17,9 +17,9 @@ import pytest
 
 from gateway.catalogue import SHIPPED_PATH
 from ledger.recorder import SCHEMA_VERSION
-from support import PROVIDER_KEY, auth, decimal_json
-from gateway_helpers import (
-    chat_body, children_of, clean_env, cmdline, count_events, gateway_process, is_running,
+from tests.support import PROVIDER_KEY, auth, chat_body, decimal_json
+from tests.gateway.gateway_helpers import (
+    children_of, clean_env, cmdline, count_events, gateway_process, is_running,
     json_lines, ledger_toml, one_json_object, port_is_open, run_cli, run_cli_async, write_config,
 )
 
@@ -310,7 +310,7 @@ async def chat_on_new_connections(url: str, key: str, count: int, body: dict | N
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True),
                                      timeout=aiohttp.ClientTimeout(total=30)) as session:
         async def one() -> int:
-            async with session.post(f"{url}/v1/chat/completions", json=body or chat_body(),
+            async with session.post(f"{url}/v1/chat/completions", json=body or chat_body("hello [sim:tokens=3]"),
                                     headers=auth(key)) as response:
                 await response.read()
                 return response.status

@@ -6,7 +6,7 @@ from decimal import Decimal
 import pytest
 
 from simulator.textgen import completion_text
-from support import auth, poll, request_events, sse_lines, upstream_requests
+from tests.support import auth, poll, request_events, sse_lines, upstream_requests
 
 openai = pytest.importorskip("openai")
 

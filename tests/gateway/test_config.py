@@ -10,7 +10,7 @@ import pytest
 
 from gateway import config as config_module
 from gateway.config import Config, ConfigError, load
-from gateway_helpers import clean_env, ledger_toml, run_cli, write_config
+from tests.gateway.gateway_helpers import clean_env, ledger_toml, run_cli, write_config
 
 
 def toml_file(tmp_path: Path, text: str) -> Path:

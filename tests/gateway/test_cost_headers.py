@@ -12,7 +12,7 @@ from gateway.accounts import admin
 from gateway.accounts.sealing import Sealer
 from ledger.money import from_nano
 from simulator.mp3 import silent_mp3
-from support import auth, chat_body, decimal_json, post_chat, request_events, transcription_form
+from tests.support import auth, chat_body, decimal_json, post_chat, request_events, transcription_form
 
 COST_INR, COST_USD, RATE, CHARGED = ("X-Gateway-Cost-INR", "X-Gateway-Cost-USD", "X-Gateway-USD-INR-Rate",
                                      "X-Gateway-Charged-INR")

@@ -3,7 +3,7 @@ a 400 for other models, never a guessed number."""
 
 import pytest
 
-from support import auth, request_events, upstream_requests
+from tests.support import auth, request_events, upstream_requests
 
 anthropic = pytest.importorskip("anthropic")
 
@@ -11,10 +11,7 @@ CLAUDE, CLAUDE_UPSTREAM = "claude-haiku-4-5", "claude-haiku-4-5-20251001"
 ROUTE = "/v1/messages/count_tokens"
 
 
-@pytest.fixture(autouse=True)
-def no_anthropic_env(monkeypatch):
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_anthropic_env")
 
 
 @pytest.fixture

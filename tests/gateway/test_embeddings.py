@@ -10,7 +10,7 @@ import pytest
 from gateway.edge.errors import UpstreamError
 from gateway.providers.openai import embedding_reply
 from simulator.openai_embeddings import vector
-from support import auth, decimal_json, request_events, upstream_requests
+from tests.support import auth, decimal_json, request_events, upstream_requests
 
 openai = pytest.importorskip("openai")
 

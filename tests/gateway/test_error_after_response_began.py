@@ -9,7 +9,7 @@ import msgspec
 import pytest
 import structlog
 
-from support import auth, ws_receive
+from tests.support import auth, ws_receive
 
 LOCK_WAIT_S = 0.3  # the ledger's wait for its write lock in these tests
 

@@ -2,10 +2,10 @@
 
 import msgspec
 
-from support import need_service
+from tests.support import need_service
 from gateway import __version__
 from gateway.config import Config
-from gateway_helpers import closed_port
+from tests.gateway.gateway_helpers import closed_port
 
 
 def with_redis(config: Config, url: str) -> Config:

@@ -22,8 +22,8 @@ from gateway.ops.log_setup import Redacting
 from gateway.accounts.redaction import Redactor, forms_of, keys_sent
 from simulator.app import create_app as create_simulator
 from simulator.settings import Settings
-from support import auth, transcription_form
-from gateway_helpers import clean_env, gateway_process, one_json_object, run_cli_async, write_config
+from tests.support import auth, transcription_form
+from tests.gateway.gateway_helpers import clean_env, gateway_process, one_json_object, run_cli_async, write_config
 
 CONFIGURED = {"openai": "opkey-operator-secret-1234", "anthropic": "opkey/anthropic+secret=5678",
               "google": "opkey google secret 9012"}

@@ -6,7 +6,7 @@ import pytest
 
 from gateway.accounts import admin
 from gateway.accounts.limits import window
-from support import auth, chat_body, need_service
+from tests.support import auth, chat_body, need_service
 
 REDIS_URL = "redis://127.0.0.1:6379/15"
 

@@ -15,11 +15,10 @@ import textwrap
 import aiohttp
 import pytest
 
-from gateway_helpers import (
-    chat_body, clean_env, gateway_process, json_lines, ledger_toml, one_json_object, run_cli, write_config,
+from tests.gateway.gateway_helpers import (
+    clean_env, gateway_process, json_lines, ledger_toml, one_json_object, run_cli, write_config,
 )
-from support import PROVIDER_KEY, auth
-from test_metrics import samples, value
+from tests.support import PROVIDER_KEY, auth, chat_body, samples, value
 
 CHAT = "/v1/chat/completions"
 REALTIME = "/v1/realtime?model=gpt-4o-realtime-preview"
@@ -103,7 +102,7 @@ async def test_every_line_of_the_served_gateway_is_json(served):
 
 STANDARD_LOGGING = textwrap.dedent("""
     import logging, sys
-    from gateway import log_setup
+    from gateway.ops import log_setup
     from gateway.accounts.redaction import Redactor
     log_setup.configure(redactor=Redactor([sys.argv[1]]), worker=7)
     logging.getLogger("ledger.writer").warning("ledger commits fail, each caller is told: %s", sys.argv[1])

@@ -8,11 +8,11 @@ from decimal import Decimal
 import aiohttp
 import pytest
 
-from support import PROVIDER_KEY, auth, decimal_json
+from tests.support import PROVIDER_KEY, auth, chat_body, decimal_json
 from gateway.ops.log_setup import Redacting
 from gateway.accounts.redaction import Redactor, mask_secrets
-from gateway_helpers import (
-    chat_body, clean_env, gateway_process, json_lines, ledger_toml, one_json_object, run_cli,
+from tests.gateway.gateway_helpers import (
+    clean_env, gateway_process, json_lines, ledger_toml, one_json_object, run_cli,
     write_config,
 )
 

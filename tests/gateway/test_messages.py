@@ -10,7 +10,7 @@ import pytest
 
 from simulator.anthropic_messages import tool_input
 from simulator.textgen import completion_text
-from support import PROVIDER_KEY, auth, decimal_json, poll, request_events, upstream_requests
+from tests.support import PROVIDER_KEY, auth, decimal_json, poll, request_events, upstream_requests
 
 anthropic = pytest.importorskip("anthropic")
 
@@ -22,11 +22,7 @@ WEATHER = {"name": "get_weather", "description": "Weather",
            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}
 
 
-@pytest.fixture(autouse=True)
-def no_anthropic_env(monkeypatch):
-    # The SDK reads these; a developer's own key must not reach the gateway under test.
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_anthropic_env")
 
 
 @pytest.fixture

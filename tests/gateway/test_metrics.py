@@ -5,19 +5,9 @@ import asyncio
 import signal
 
 import aiohttp
-from prometheus_client.parser import text_string_to_metric_families
 
-from gateway_helpers import clean_env, gateway_process, json_lines, run_cli_async
-from support import PROVIDER_KEY, auth, chat_body, request_events
-
-
-def samples(text: str) -> dict[tuple[str, tuple], float]:
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def value(found: dict, name: str, **labels) -> float:
-    return sum(v for (n, ls), v in found.items() if n == name and set(labels.items()) <= set(ls))
+from tests.gateway.gateway_helpers import clean_env, gateway_process, json_lines, run_cli_async
+from tests.support import PROVIDER_KEY, auth, chat_body, request_events, samples, value
 
 
 async def test_metrics_count_requests_tokens_cost_and_ledger_commits(gateway, org):

@@ -37,10 +37,7 @@ openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
 
 
-@pytest.fixture(autouse=True)
-def no_anthropic_env(monkeypatch):
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_anthropic_env")
 
 
 async def test_list_entries_carry_object_and_owned_by_beside_the_spec_fields(gateway):

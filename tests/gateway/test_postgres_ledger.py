@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from ledger import audit
-from support import auth, chat_body, request_events
+from tests.support import auth, chat_body, request_events
 
 @pytest.fixture
 async def pg_gateway(make_pg_gateway, config):

@@ -19,7 +19,7 @@ from ledger.events import RequestCompleted
 from ledger.money import from_nano
 from ledger.backends.sqlite import SQLiteRecorder
 from simulator.textgen import completion_text
-from support import (
+from tests.support import (
     PROVIDER_KEY, auth, chat_body, decimal_json, poll, request_events, upstream_requests, ws_receive, ws_until,
 )
 

@@ -7,7 +7,7 @@ import pytest
 
 from ledger.money import from_nano
 from simulator.textgen import completion_text
-from support import auth, poll, request_events, upstream_requests, ws_receive, ws_until
+from tests.support import auth, poll, request_events, upstream_requests, ws_receive, ws_until
 
 MODEL = "gpt-4o-realtime-preview"
 PATH = f"/v1/realtime?model={MODEL}"

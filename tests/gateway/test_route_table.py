@@ -16,7 +16,7 @@ from gateway.edge.errors import Dialect
 from gateway.edge.routes import Endpoint, RouteTable
 from gateway.edge.state import ROUTES
 from gateway.routes import ENDPOINTS
-from support import auth
+from tests.support import auth
 
 EDGE = Path(__file__).parents[2] / "gateway" / "edge"
 FAMILIES = ("audio", "chat", "dashboard", "embeddings", "messages", "models", "music", "realtime", "responses")

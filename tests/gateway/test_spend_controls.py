@@ -22,7 +22,7 @@ from gateway.edge.state import SERVICES
 from ledger import audit
 from ledger.events import CreditsHeld, HoldReleased, RequestCompleted
 from ledger.recorder import LedgerUnavailable
-from support import (
+from tests.support import (
     auth, chat_body, decimal_json, poll, request_events, transcription_form, upstream_requests, ws_receive, ws_until,
 )
 

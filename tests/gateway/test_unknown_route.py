@@ -3,7 +3,7 @@ a known path with the wrong method keeps its 405 and Allow."""
 
 import pytest
 
-from support import auth
+from tests.support import auth
 
 
 @pytest.mark.parametrize(("method", "path", "meant"), [

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 
 from ledger.events import CreditsHeld, HoldReleased, KeySpendLimitsSet
 from ledger.recorder import BudgetExceeded, InsufficientCredit
-from claims_contract import replays_identically
-from ledger_helpers import append_ok, credits, key, org, request, unit, upgraded_from
+from tests.ledger.claims_contract import replays_identically
+from tests.ledger.ledger_helpers import append_ok, credits, key, org, request, unit, upgraded_from
 
 
 def at_us(text: str) -> int:

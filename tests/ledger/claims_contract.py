@@ -10,7 +10,9 @@ import asyncio
 
 from ledger import audit
 from ledger.recorder import AppendRejected, InsufficientCredit
-from ledger_helpers import append_ok, claim, credits, hold, music, org, projection_tables, unclaim, unit, upgraded_from
+from tests.ledger.ledger_helpers import (
+    append_ok, claim, credits, hold, music, org, projection_tables, unclaim, unit, upgraded_from,
+)
 
 LEASE_US = 60_000_000
 KEY_ROWS = ("SELECT org_id, idempotency_key, request_hash, request_id, created_at_us, running_until_us"

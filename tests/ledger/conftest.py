@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from ledger.backends.sqlite import SQLiteRecorder
-from ledger_helpers import run_sql
+from tests.ledger.ledger_helpers import run_sql
 
 
 @pytest.fixture

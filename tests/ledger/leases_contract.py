@@ -10,8 +10,8 @@ import asyncio
 from ledger import leases
 from ledger.events import CreditsHeld, Draw, HoldReleased, HoldsRenewed
 from ledger.recorder import HoldNotHeld
-from claims_contract import replays_identically
-from ledger_helpers import append_ok, credits, key, org, request, unit, upgraded_from
+from tests.ledger.claims_contract import replays_identically
+from tests.ledger.ledger_helpers import append_ok, credits, key, org, request, unit, upgraded_from
 import msgspec
 
 SECOND = 1_000_000
@@ -74,7 +74,7 @@ class LeasesContract:
         await replays_identically(recorder)
 
     async def test_a_key_slice_holds_the_budget_and_its_draws_free_it(self, recorder):
-        from budgets_contract import ROWS, budget
+        from tests.ledger.budgets_contract import ROWS, budget
         await append_ok(recorder, unit("acme", org(), key("k1"), credits(1000), budget(500)))
         await append_ok(recorder, unit("acme", leased("s1", 300, key_id="k1")))
         await append_ok(recorder, unit("acme", msgspec.structs.replace(

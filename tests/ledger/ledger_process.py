@@ -19,7 +19,7 @@ from ledger.recorder import Append
 from ledger.backends.sqlite import SQLiteRecorder
 from ledger.backends import write_lock
 from ledger.writer import GroupCommitWriter
-from ledger_helpers import request  # beside this file, so on sys.path when it runs as a script
+from tests.ledger.ledger_helpers import request  # the test runs this with the checkout on PYTHONPATH
 
 ORGS = ("o0", "o1", "o2")
 

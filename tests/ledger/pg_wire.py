@@ -11,7 +11,7 @@ import contextlib
 import struct
 from collections.abc import AsyncIterator
 
-from tcp_proxy import TcpProxy, proxied_service
+from tests.tcp_proxy import TcpProxy, proxied_service
 
 SSL_REQUEST = 80877103  # the code of an SSLRequest, which a client may send before its startup
 ROUND_TRIP_ENDS = frozenset(b"QS")

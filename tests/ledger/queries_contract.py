@@ -12,7 +12,7 @@ from ledger import log_queries, queries
 from ledger.events import KeyLimitsSet, ProviderKeySet
 from ledger.projections import US_PER_DAY
 from ledger.recorder import Append, DatabaseError, Secret
-from ledger_helpers import (
+from tests.ledger.ledger_helpers import (
     append_ok, claim, content, credits, expired, hold, key, music, org, request, revoke, unit,
 )
 

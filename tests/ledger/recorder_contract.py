@@ -22,11 +22,11 @@ from ledger.recorder import (
     InsufficientCredit, Recorder, RecorderClosed, SchemaOutOfDate, Secret, chain_hash,
 )
 from ledger.writer import GroupCommitWriter
-from budgets_contract import BudgetsContract
-from claims_contract import ClaimsContract
-from leases_contract import LeasesContract
-from queries_contract import QueriesContract
-from ledger_helpers import (
+from tests.ledger.budgets_contract import BudgetsContract
+from tests.ledger.claims_contract import ClaimsContract
+from tests.ledger.leases_contract import LeasesContract
+from tests.ledger.queries_contract import QueriesContract
+from tests.ledger.ledger_helpers import (
     HELLO_POSITION, POPULATED, append_ok, content, credits, expired, hold, key, music, org, populate,
     projection_tables, recorded_of, release, request, retention, revoke, unit, upgraded_from,
 )

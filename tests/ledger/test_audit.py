@@ -8,7 +8,7 @@ import pytest
 
 from ledger import audit
 from ledger.events import decode_event
-from ledger_helpers import HELLO_POSITION, POPULATED, credits, populate, projection_tables
+from tests.ledger.ledger_helpers import HELLO_POSITION, POPULATED, credits, populate, projection_tables
 
 P = HELLO_POSITION  # acme v4; the next acme event is v5 at position 7
 DROP_TRIGGERS = ("DROP TRIGGER events_are_immutable", "DROP TRIGGER events_are_permanent")

@@ -10,7 +10,7 @@ import pytest
 
 from ledger.follower import LogFollower
 from ledger.writer import GroupCommitWriter
-from ledger_helpers import append_ok, credits, org, unit
+from tests.ledger.ledger_helpers import append_ok, credits, org, unit
 
 
 class Applied(list):

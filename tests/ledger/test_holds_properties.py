@@ -20,7 +20,7 @@ from ledger import audit, leases
 from ledger.events import CreditsHeld, Draw, HoldReleased, HoldsRenewed
 from ledger.recorder import Append, HoldNotHeld
 from ledger.backends.sqlite import SQLiteRecorder
-from ledger_helpers import append_ok, credits, key, org, request
+from tests.ledger.ledger_helpers import append_ok, credits, key, org, request
 
 SECOND = 1_000_000
 HOLD_IDS = ("h0", "h1", "h2")

@@ -17,8 +17,8 @@ from ledger.backends.postgres import PostgresRecorder
 from ledger.recorder import AppendRejected, DatabaseError, LedgerUnavailable
 from ledger.backends.sqlite import SQLiteRecorder
 from ledger.writer import GroupCommitWriter
-from ledger_helpers import append_ok, credits, org, request, unit
-from support import POSTGRES_DSN, postgres_url
+from tests.ledger.ledger_helpers import append_ok, credits, org, request, unit
+from tests.support import POSTGRES_DSN, postgres_url
 
 TIMEOUT_S = 0.5  # the recorders' statement timeout in these tests
 BOUND_S = 4 * TIMEOUT_S + 1.0  # query, rollback, release and reconnect, with room for a slow machine

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ledger.backends.postgres import PostgresRecorder, dsn_and_schema, numbered
-from recorder_contract import RecorderContract
-from support import need_service
+from tests.ledger.recorder_contract import RecorderContract
+from tests.support import need_service
 
 DSN = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -70,7 +70,7 @@ async def test_appends_from_many_recorders_keep_one_gapless_order(tmp_path):
     """Four recorders (as four processes) appending at once: positions and versions stay gapless."""
     need_service("127.0.0.1", 5432, "PostgreSQL")
     from ledger import audit
-    from ledger_helpers import append_ok, org, request, unit
+    from tests.ledger.ledger_helpers import append_ok, org, request, unit
 
     recorders = [PostgresRecorder(DSN, schema_for(tmp_path)) for _ in range(4)]
     try:

@@ -10,11 +10,11 @@ from ledger import projections
 from ledger.events import CreditsHeld, Draw, HoldReleased
 from ledger.backends.postgres import PostgresRecorder
 from ledger.recorder import Append
-from ledger_helpers import (
+from tests.ledger.ledger_helpers import (
     append_ok, claim, content, credits, expired, key, music, org, request, retention, revoke, unclaim, unit,
 )
-from pg_wire import counting_round_trips
-from support import POSTGRES_DSN, postgres_schema, postgres_url
+from tests.ledger.pg_wire import counting_round_trips
+from tests.support import POSTGRES_DSN, postgres_schema, postgres_url
 
 ORGS = [f"org{n}" for n in range(5)]
 

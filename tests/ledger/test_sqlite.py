@@ -17,8 +17,10 @@ from ledger.recorder import DatabaseError
 from ledger.backends.sqlite import SQLiteRecorder, path_of
 from ledger.backends.timeouts import STATEMENT_TIMEOUT_S
 from ledger.writer import GroupCommitWriter
-from ledger_helpers import POPULATED, append_ok, content, credits, hold, org, populate, request, run_sql, unit
-from recorder_contract import RecorderContract
+from tests.ledger.ledger_helpers import (
+    POPULATED, append_ok, content, credits, hold, org, populate, request, run_sql, unit,
+)
+from tests.ledger.recorder_contract import RecorderContract
 
 
 class TestSQLiteRecorder(RecorderContract):

@@ -20,7 +20,7 @@ import pytest
 from ledger import audit
 from ledger.recorder import LedgerUnavailable
 from ledger.backends.sqlite import SQLiteRecorder
-from ledger_helpers import append_ok, credits, org, request, unit
+from tests.ledger.ledger_helpers import append_ok, credits, org, request, unit
 
 HELPER = str(Path(__file__).with_name("ledger_process.py"))
 ROOT = str(Path(__file__).resolve().parents[2])

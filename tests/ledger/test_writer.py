@@ -7,7 +7,7 @@ import pytest
 from ledger.recorder import AppendRejected, ConcurrencyError
 from ledger.backends.sqlite import SQLiteRecorder
 from ledger.writer import GroupCommitWriter, WriterClosed
-from ledger_helpers import append_ok, credits, org, request, unit
+from tests.ledger.ledger_helpers import append_ok, credits, org, request, unit
 
 
 class GatedRecorder(SQLiteRecorder):

@@ -6,7 +6,7 @@ from urllib.parse import quote
 
 import pytest
 
-from support import auth, chat_body
+from tests.support import auth, chat_body
 
 MP3 = b"\xff\xfb\x90\x00" + b"\x00" * 400
 BOUNDARY = "fuzzboundary"

@@ -15,7 +15,7 @@ import requests
 from hypothesis import HealthCheck, Phase, given, settings
 
 from gateway.routes import OPERATIONS
-from support import auth
+from tests.support import auth
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "12"))
 TRACE = os.environ.get("FUZZ_TRACE", "")

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from yarl import URL
 
 from gateway.routes import OPERATIONS
-from support import auth
+from tests.support import auth
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "12")) * 5
 PREFIXES = ("log_", "resp_", "req_", "key_", "")  # the id forms the gateway issues, and none

@@ -13,7 +13,7 @@ import pytest
 
 from simulator.directives import DirectiveError, Directives, parse_directives
 from simulator.textgen import WORDS, completion_text, count_prompt_tokens
-from support import sim_records, wait_for_outcome
+from tests.support import sim_records, wait_for_outcome
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 AUTH = {"Authorization": "Bearer sk-test"}

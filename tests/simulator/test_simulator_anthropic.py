@@ -10,7 +10,7 @@ import pytest
 
 from simulator.anthropic_messages import FRAGMENT_CHARS, cut_at_stop, json_fragments, tool_input
 from simulator.textgen import WORDS, iter_tokens
-from support import sim_records
+from tests.support import sim_records
 
 PATH = "/v1/messages"
 HEADERS = {"x-api-key": "sk-ant-test", "anthropic-version": "2023-06-01"}

@@ -11,7 +11,7 @@ import pytest
 from simulator.mp3 import frames_for, id3_tag, mp3_duration_s, silent_frames, silent_mp3
 from simulator.openai_audio import Mp3Clock, split
 from simulator.textgen import completion_text
-from support import transcription_form
+from tests.support import transcription_form
 
 AUTH = {"Authorization": "Bearer sk-test"}
 EMBED, SPEECH, TRANSCRIBE = "/v1/embeddings", "/v1/audio/speech", "/v1/audio/transcriptions"

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from simulator.textgen import completion_text, iter_tokens
-from support import sim_records
+from tests.support import sim_records
 
 FLASH = "gemini-2.5-flash"
 KEY = {"x-goog-api-key": "goog-test"}

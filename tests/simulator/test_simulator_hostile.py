@@ -7,7 +7,7 @@ import pytest
 
 from simulator.hostile import FAULTY_COUNTS, NOT_JSON, spoiled_usage
 from simulator.mp3 import silent_mp3
-from support import transcription_form
+from tests.support import transcription_form
 
 OPENAI = {"Authorization": "Bearer sk-test"}
 ANTHROPIC = {"x-api-key": "sk-ant-test", "anthropic-version": "2023-06-01"}

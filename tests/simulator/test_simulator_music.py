@@ -19,7 +19,7 @@ from simulator.mp3 import (
     mp3_duration_s,
     silent_mp3,
 )
-from support import sim_records, wait_for_outcome
+from tests.support import sim_records, wait_for_outcome
 
 CLIP, PRO = "tune-3-clip-preview", "tune-3-pro-preview"
 KEY = {"x-goog-api-key": "goog-test"}

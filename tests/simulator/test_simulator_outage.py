@@ -8,7 +8,7 @@ import aiohttp
 import orjson
 import pytest
 
-from support import sim_records
+from tests.support import sim_records
 
 AUTH = {"Authorization": "Bearer sk-test"}
 CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}

@@ -7,7 +7,7 @@ import aiohttp
 import pytest
 
 from simulator.textgen import WORDS
-from support import poll, sim_records, ws_receive, ws_until
+from tests.support import poll, sim_records, ws_receive, ws_until
 
 PATH = "/v1/realtime?model=gpt-4o-realtime-preview"
 AUTH = {"Authorization": "Bearer sk-test", "OpenAI-Beta": "realtime=v1"}

@@ -3,7 +3,7 @@
 import pytest
 
 from storage.objects import ObjectStore
-from storage_helpers import CREDENTIALS
+from tests.storage.storage_helpers import CREDENTIALS
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 import hashlib
 import random
 
-from support import S3_CREDENTIALS as CREDENTIALS  # noqa: F401  (re-exported)
+from tests.support import S3_CREDENTIALS as CREDENTIALS  # noqa: F401  (re-exported)
 
 
 def payload(size: int, seed: int = 7) -> bytes:

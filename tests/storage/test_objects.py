@@ -7,8 +7,8 @@ import pytest
 
 from storage.deletion import MAX_KEYS_PER_DELETE, batches, read_response
 from storage.objects import ObjectStore, StorageError, StoredObject
-from storage_helpers import CREDENTIALS, md5_etag, payload
-from support import count_objects, put_many
+from tests.storage.storage_helpers import CREDENTIALS, md5_etag, payload
+from tests.support import count_objects, put_many
 
 
 async def collect(chunks) -> list[bytes]:

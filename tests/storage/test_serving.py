@@ -7,7 +7,7 @@ from aiohttp import web
 from storage.objects import ObjectStore, StorageError, StoredObject
 from storage.ranges import MAX_RANGES
 from storage.serving import serve_object
-from storage_helpers import payload
+from tests.storage.storage_helpers import payload
 
 SIZE = 10_000
 BODY = payload(SIZE)

@@ -5,7 +5,7 @@ import pytest
 
 from storage.errors import StorageError
 from storage.settings import StorageSettings, open_store
-from storage_helpers import CREDENTIALS
+from tests.storage.storage_helpers import CREDENTIALS
 
 
 def on_moto(s3_server: str, bucket: str) -> StorageSettings:

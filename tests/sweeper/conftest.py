@@ -4,7 +4,7 @@ import pytest
 
 from ledger.backends.sqlite import SQLiteRecorder
 from storage.objects import ObjectStore
-from support import S3_CREDENTIALS
+from tests.support import S3_CREDENTIALS
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ledger.events import MediaExpired, MusicTrackRecorded, OrgCreated
 from ledger.recorder import Append, Recorder
-from support import S3_CREDENTIALS, clean_env, put_many
+from tests.support import S3_CREDENTIALS, clean_env, process_result, put_many
 
 SWEEPER_BIN = str(Path(sys.executable).with_name("gateway-sweeper"))
 RUN_TIMEOUT_S = 60.0
@@ -61,13 +61,7 @@ async def start_sweeper(config: Path, *args: str) -> asyncio.subprocess.Process:
 
 
 async def finish(proc: asyncio.subprocess.Process, timeout: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    return subprocess.CompletedProcess(SWEEPER_BIN, proc.returncode, out.decode(), err.decode())
+    return await process_result(proc, timeout, SWEEPER_BIN)
 
 
 async def run_sweeper(config: Path, *args: str) -> subprocess.CompletedProcess:

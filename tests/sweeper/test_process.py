@@ -13,8 +13,8 @@ import pytest
 
 from ledger import audit
 from ledger.backends.sqlite import path_of
-from support import auth, count_objects
-from sweeper_helpers import (
+from tests.support import auth, count_objects
+from tests.sweeper.sweeper_helpers import (
     DAY, as_of, created_at, expiry_events, finish, host_tracks, pass_lines, run_sweeper, start_sweeper,
     sweeper_env, sweeper_toml,
 )

@@ -7,10 +7,10 @@ from datetime import timedelta
 from ledger import audit
 from ledger.backends.sqlite import SQLiteRecorder
 from storage.objects import ObjectStore
-from support import count_objects
+from tests.support import count_objects
 from sweeper.sweep import NO_STORAGE, Sweeper
 from ledger.queries import DUE_MEDIA, DUE_TEXT
-from sweeper_helpers import DAY, created_at, expiry_events, host_tracks
+from tests.sweeper.sweeper_helpers import DAY, created_at, expiry_events, host_tracks
 
 MICROSECOND = timedelta(microseconds=1)
 

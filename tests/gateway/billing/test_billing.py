@@ -9,7 +9,7 @@ import pytest
 from gateway.billing.pricing import Usage, token_cost
 from ledger import audit
 from ledger.events import CreditsHeld, HoldReleased, HoldsRenewed, RequestCompleted
-from support import auth, chat_body, decimal_json, sse_lines
+from tests.support import auth, chat_body, decimal_json, sse_lines
 
 
 async def _chat(gateway, key: str, text: str) -> Decimal:

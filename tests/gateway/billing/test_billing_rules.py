@@ -16,7 +16,7 @@ from gateway.billing.pricing import Cost
 from gateway.catalogue import SHIPPED_PATH, Kind
 from gateway.providers import capabilities
 from gateway.providers.capabilities import Providers
-from support import auth, decimal_json, request_events, transcription_form, upstream_requests
+from tests.support import auth, decimal_json, request_events, transcription_form, upstream_requests
 
 COST = Cost(1_000, 2_000, 252_000, Decimal("84"))
 UPGRADE = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13"}

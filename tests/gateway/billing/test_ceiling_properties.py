@@ -11,7 +11,7 @@ where inputs are taken apart (embeddings, text completions): there each may fill
 
 import msgspec
 import pytest
-from ceiling_support import (
+from tests.gateway.billing.ceiling_support import (
     CATALOGUE, anthropic_messages, each, gemini, openai_chat, openai_completions, openai_responses, served, services,
 )
 from hypothesis import HealthCheck, example, given, settings

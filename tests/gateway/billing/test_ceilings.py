@@ -6,7 +6,7 @@ route and per provider; realtime sessions hold for every pending response.
 from decimal import Decimal
 
 import pytest
-from ceiling_support import CATALOGUE, services
+from tests.gateway.billing.ceiling_support import CATALOGUE, services
 
 from gateway.chat import service as chat, completions
 from gateway.embeddings import service as embeddings

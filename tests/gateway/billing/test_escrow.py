@@ -17,7 +17,7 @@ from ledger import audit, leases
 from ledger.events import CreditsHeld, HoldReleased, HoldsRenewed, RequestCompleted
 from ledger.recorder import Append
 from sweeper.sweep import Sweeper
-from support import auth, chat_body, poll
+from tests.support import auth, chat_body, poll
 
 
 def billing(config, **fields):

@@ -8,7 +8,7 @@ request's true cost passed what it held, so the tests read that, not the holds."
 import asyncio
 from decimal import Decimal
 
-from support import auth, chat_body, poll, request_events, ws_receive
+from tests.support import auth, chat_body, poll, request_events, ws_receive
 
 from ledger.events import RequestCompleted
 

@@ -8,7 +8,7 @@ import pytest
 
 from gateway.accounts import admin
 from gateway.edge.state import SERVICES
-from support import auth, chat_body, decimal_json, post_chat
+from tests.support import auth, chat_body, decimal_json, post_chat
 from sweeper.sweep import Sweeper
 
 RATE = Decimal("84.0")

@@ -17,7 +17,7 @@ from gateway.music.request import request_hash
 from gateway.accounts.sealing import Sealer
 from ledger.events import CreditsHeld, IdempotencyKeyClaimed, IdempotencyKeyReleased, RequestCompleted
 from ledger.recorder import Append
-from support import auth, decimal_json
+from tests.support import auth, decimal_json
 
 NOW_US = 1_000 * WINDOW_US
 

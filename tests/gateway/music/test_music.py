@@ -13,7 +13,7 @@ from ledger import audit
 from ledger.events import CreditsHeld, HoldReleased, MusicTrackRecorded, RequestCompleted
 from simulator.mp3 import mp3_duration_s
 from gateway.music.parts import MUSIC
-from support import auth, count_objects, decimal_json
+from tests.support import auth, count_objects, decimal_json
 
 RATE = Decimal("84.0")
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(64)

@@ -9,7 +9,7 @@ from decimal import Decimal
 from ledger.events import (
     CreditsHeld, HoldReleased, IdempotencyKeyClaimed, IdempotencyKeyReleased, MusicTrackRecorded, RequestCompleted,
 )
-from support import auth, poll, upstream_requests
+from tests.support import auth, poll, upstream_requests
 
 RATE = Decimal("84.0")
 SLOW = {"model": "tune-3-clip-preview", "prompt": "calm lo-fi beat [sim:latency_ms=1500]"}

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from support import auth, poll, request_events, upstream_requests
+from tests.support import auth, poll, request_events, upstream_requests
 
 openai = pytest.importorskip("openai")
 

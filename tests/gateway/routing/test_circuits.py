@@ -8,10 +8,10 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
-from conftest import duo_config
+from tests.gateway.routing.duo_helpers import duo_config
 from gateway.accounts import admin
 from gateway.accounts.sealing import Sealer
-from support import need_service
+from tests.support import need_service
 
 
 async def circuit_state(duo, provider: str) -> float:

@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from duo_helpers import charge_at
+from tests.gateway.routing.duo_helpers import charge_at
 from gateway.accounts import admin
 from gateway.accounts.sealing import Sealer
 from ledger.money import from_nano
-from support import PROVIDER_KEY, poll, sse_lines
+from tests.support import PROVIDER_KEY, poll, sse_lines
 
 
 async def test_a_503_fails_over_and_only_the_answer_is_charged_at_its_providers_price(duo):

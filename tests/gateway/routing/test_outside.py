@@ -13,9 +13,9 @@ import aiohttp
 import openai
 import orjson
 
-from conftest import duo_catalogue
-from gateway_helpers import gateway_process, run_cli_async, write_config
-from support import PROVIDER_KEY, clean_env, decimal_json
+from tests.gateway.routing.duo_helpers import duo_catalogue
+from tests.gateway.gateway_helpers import gateway_process, run_cli_async, write_config
+from tests.support import PROVIDER_KEY, clean_env, decimal_json
 
 
 @contextlib.asynccontextmanager

@@ -5,7 +5,7 @@ import msgspec
 import openai
 import pytest
 
-from support import auth
+from tests.support import auth
 
 
 def sdk(duo) -> openai.AsyncOpenAI:

@@ -20,7 +20,7 @@ from gateway.providers import google_chat_request as request_wire
 from gateway.accounts.sealing import Sealer
 from gateway.edge.state import SERVICES
 from simulator.textgen import completion_text, iter_tokens
-from support import (
+from tests.support import (
     PROVIDER_KEY, decimal_json, poll, post_chat, request_events, sse_lines, upstream_requests,
 )
 

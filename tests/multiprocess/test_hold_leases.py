@@ -17,28 +17,18 @@ import pytest
 from gateway.app import ledger_recorder
 from gateway.config import LedgerConfig
 from ledger.events import HoldReleased
-from gateway_helpers import gateway_process, run_cli_async, shared_ledger_url, simulator_providers_toml, write_config
-from support import auth, chat_body, clean_env, decimal_json
+from tests.gateway.gateway_helpers import (
+    admin_cli, gateway_process, run_cli_async, simulator_providers_toml, write_config,
+)
+from tests.support import auth, chat_body, clean_env, decimal_json
 
 LEASE_S = 2
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def ledger_url(request, tmp_path):
-    async with shared_ledger_url(request.param, tmp_path, "leases") as url:
-        yield url
 
 
 @pytest.fixture
 def leased_config(tmp_path, ledger_url, sim_url) -> str:
     return str(write_config(tmp_path, f'[ledger]\nurl = "{ledger_url}"\n[billing]\nhold_lease_s = {LEASE_S}\n'
                                       f'escrow_idle_s = 1\n{simulator_providers_toml(sim_url)}'))
-
-
-async def cli(config: str, *args: str) -> dict:
-    result = await run_cli_async("admin", *args, "--config", config)
-    assert result.returncode == 0, result.stderr
-    return decimal_json(result.stdout.encode())
 
 
 async def post(session: aiohttp.ClientSession, url: str, key: str, body: dict) -> int:
@@ -56,9 +46,9 @@ async def reserved(session: aiohttp.ClientSession, url: str, admin_key: str, key
 
 
 async def test_a_killed_process_holds_come_back_within_a_lease_and_the_key_works_again(leased_config, ledger_url):
-    org = await cli(leased_config, "create-org", "acme", "--credits-inr", "1000")
-    key = await cli(leased_config, "create-key", org["org_id"])
-    await cli(leased_config, "set-key-limits", key["key_id"], "--budget-inr", "20")
+    org = await admin_cli(leased_config, "create-org", "acme", "--credits-inr", "1000")
+    key = await admin_cli(leased_config, "create-key", org["org_id"])
+    await admin_cli(leased_config, "set-key-limits", key["key_id"], "--budget-inr", "20")
     async with gateway_process("serve", "--port", "0", "--config", leased_config, env=clean_env()) as doomed, \
             gateway_process("serve", "--port", "0", "--config", leased_config, env=clean_env()) as survivor, \
             aiohttp.ClientSession() as session:
@@ -81,7 +71,7 @@ async def test_a_killed_process_holds_come_back_within_a_lease_and_the_key_works
         expired = [line for line in metrics.splitlines() if line.startswith("gateway_holds_expired_total")]
         assert expired and float(expired[0].split()[-1]) >= 2  # the dead one's slices and holds
         assert await survivor.stop(signal.SIGTERM) == 0
-    balance = await cli(leased_config, "balance", org["org_id"])
+    balance = await admin_cli(leased_config, "balance", org["org_id"])
     assert balance["balance_inr"] > 0
     verified = await run_cli_async("ledger", "verify", "--config", leased_config)
     assert verified.returncode == 0, verified.stderr

@@ -25,7 +25,7 @@ from gateway.edge.upstream_headers import (
     retry_after,
     retry_after_seconds,
 )
-from support import auth, chat_body
+from tests.support import auth, chat_body
 
 NOW = 1_800_000_000.0
 HOSTILE = ["1\u2028X-Injected: 1", "1, X-Injected: 1", "1,2", "soon", "²", "١", "1.5", "-1", "0x10", "+5",

@@ -15,10 +15,12 @@ import msgspec
 import pytest
 
 from gateway.edge.state import SERVICES
-from gateway_helpers import closed_port, run_cli_async, write_config
+from tests.gateway.gateway_helpers import closed_port, run_cli_async, write_config
 from ledger.backends.postgres import PostgresRecorder
-from outage_helpers import assert_every_charge_accounted_for, balance_matches_charges, chat, load, outcome
-from support import POSTGRES_DSN, auth, poll, postgres_url
+from tests.multiprocess.outage_helpers import (
+    assert_every_charge_accounted_for, balance_matches_charges, chat, load, outcome,
+)
+from tests.support import POSTGRES_DSN, auth, poll, postgres_url
 
 TIMEOUT_S = 0.5  # the ledger's statement and connect timeouts in these tests
 BOUND_S = 4.0  # the longest any answer may take while the database is away

@@ -8,11 +8,11 @@ import signal
 
 import aiohttp
 
-from gateway_helpers import gateway_process, json_lines, ledger_toml, run_cli_async, write_config
+from tests.gateway.gateway_helpers import gateway_process, json_lines, ledger_toml, run_cli_async, write_config
 from ledger.events import CreditsAdded
 from ledger.backends.sqlite import SQLiteRecorder
-from outage_helpers import assert_every_charge_accounted_for, balance_matches_charges, load
-from support import PROVIDER_KEY, clean_env, decimal_json
+from tests.multiprocess.outage_helpers import assert_every_charge_accounted_for, balance_matches_charges, load
+from tests.support import PROVIDER_KEY, clean_env, decimal_json
 
 
 async def cli_json(*args: str) -> dict:

@@ -17,7 +17,7 @@ import msgspec
 import orjson
 
 from ledger.events import RequestCompleted
-from support import auth, chat_body
+from tests.support import auth, chat_body
 
 
 class Answer(msgspec.Struct, frozen=True):

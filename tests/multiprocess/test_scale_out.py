@@ -17,13 +17,13 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gateway_helpers import (
+from tests.gateway.gateway_helpers import (
     gateway_process, json_lines, postgres_ledger_url, replica_toml, run_cli_async, simulator_providers_toml,
     write_config,
 )
 from ledger.events import MediaExpired, MusicTrackRecorded, RequestCompleted
 from ledger.backends.postgres import PostgresRecorder
-from support import auth, clean_env, count_objects, decimal_json
+from tests.support import auth, clean_env, count_objects, decimal_json
 
 SWEEPER_BIN = str(Path(sys.executable).with_name("gateway-sweeper"))
 

@@ -16,11 +16,11 @@ import aiohttp
 import pytest
 
 from gateway.accounts import admin
-from gateway_helpers import gateway_process, run_cli_async, write_config
+from tests.gateway.gateway_helpers import gateway_process, run_cli_async, write_config
 from ledger.backends.sqlite import SQLiteRecorder
-from outage_helpers import chat, load, outcome
-from support import PROVIDER_KEY, clean_env
-from tcp_proxy import TcpProxy, proxied_service
+from tests.multiprocess.outage_helpers import chat, load, outcome
+from tests.support import PROVIDER_KEY, clean_env
+from tests.tcp_proxy import TcpProxy, proxied_service
 
 # Fail open means no request waits on a broken Redis for long: at most its two calls (admit and
 # spend), each cut off at connect_timeout_s + timeout_s (0.45 s), plus its own work on a machine

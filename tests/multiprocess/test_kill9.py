@@ -10,22 +10,17 @@ import os
 import signal
 
 import aiohttp
-import pytest
 
 from gateway.accounts import admin
-from gateway_helpers import gateway_process, run_cli_async, shared_ledger_url, write_config
+from tests.gateway.gateway_helpers import gateway_process, run_cli_async, write_config
 from ledger.backends import recorder_for
-from outage_helpers import assert_every_charge_accounted_for, balance_matches_charges, chat_or_none, load
-from support import PROVIDER_KEY, clean_env
+from tests.multiprocess.outage_helpers import (
+    assert_every_charge_accounted_for, balance_matches_charges, chat_or_none, load,
+)
+from tests.support import PROVIDER_KEY, clean_env
 
 ROUNDS = 3
 CREDITS_INR = "1000"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def ledger_url(request, tmp_path):
-    async with shared_ledger_url(request.param, tmp_path, "kill9") as url:
-        yield url
 
 
 async def new_org(url: str) -> dict:

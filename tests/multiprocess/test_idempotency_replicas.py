@@ -17,10 +17,12 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from gateway_helpers import gateway_process, postgres_ledger_url, replica_toml, run_cli_async, write_config
+from tests.gateway.gateway_helpers import (
+    admin_cli, gateway_process, postgres_ledger_url, replica_toml, run_cli_async, write_config,
+)
 from ledger.events import IdempotencyKeyClaimed, IdempotencyKeyReleased, RequestCompleted
 from ledger.backends.postgres import PostgresRecorder
-from support import PROVIDER_KEY, auth, clean_env, decimal_json
+from tests.support import PROVIDER_KEY, auth, clean_env, decimal_json
 
 PRICE_INR = Decimal("0.05") * 84  # one clip at the default rate
 FAIL_ONCE = web.AppKey("fail_once", set)
@@ -80,9 +82,7 @@ async def replicas(replica_config, replicated_org):
 
 @pytest.fixture
 async def replicated_org(replica_config) -> dict:
-    result = await run_cli_async("admin", "create-org", "replicated", "--credits-inr", "50", "--config", replica_config)
-    assert result.returncode == 0, result.stderr
-    return decimal_json(result.stdout.encode())
+    return await admin_cli(replica_config, "create-org", "replicated", "--credits-inr", "50")
 
 
 async def post(url: str, org: dict, key: str, prompt: str) -> tuple[int, dict]:

@@ -13,7 +13,7 @@ from gateway.accounts import admin
 from gateway.accounts.sealing import Sealer
 from simulator.anthropic_messages import json_fragments, tool_input
 from simulator.textgen import completion_text
-from support import (
+from tests.support import (
     PROVIDER_KEY, decimal_json, poll, post_chat, request_events, sse_lines, upstream_requests,
 )
 

@@ -18,7 +18,7 @@ from gateway.edge.errors import UpstreamError
 from ledger import audit
 from ledger.events import CreditsHeld, HoldReleased, HoldsRenewed
 from simulator.mp3 import silent_mp3
-from support import auth, decimal_json, poll, request_events, sse_lines, transcription_form, ws_receive, ws_until
+from tests.support import auth, decimal_json, poll, request_events, sse_lines, transcription_form, ws_receive, ws_until
 
 GPT, CLAUDE, GEMINI = "gpt-4o-mini", "claude-haiku-4-5", "gemini-2.5-flash"
 USAGE_FAULTS = ["negative", "string", "huge", "float", "bool", "cached_over"]

@@ -24,27 +24,17 @@ from gateway.catalogue import Catalogue
 from gateway.config import Config
 from gateway.providers import openai
 
-from gateway_helpers import gateway_process, run_cli_async, shared_ledger_url, simulator_providers_toml, write_config
-from support import auth, chat_body, clean_env, decimal_json
+from tests.gateway.gateway_helpers import (
+    admin_cli, gateway_process, run_cli_async, simulator_providers_toml, write_config,
+)
+from tests.support import auth, chat_body, clean_env, decimal_json
 
 PRICE_INR = Decimal("0.05") * 84  # one tune-3-clip-preview generation at the default rate
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def ledger_url(request, tmp_path):
-    async with shared_ledger_url(request.param, tmp_path, "budget") as url:
-        yield url
 
 
 @pytest.fixture
 def replica_config(tmp_path, ledger_url, sim_url) -> str:
     return str(write_config(tmp_path, f'[ledger]\nurl = "{ledger_url}"\n{simulator_providers_toml(sim_url)}'))
-
-
-async def cli(config: str, *args: str) -> dict:
-    result = await run_cli_async("admin", *args, "--config", config)
-    assert result.returncode == 0, result.stderr
-    return decimal_json(result.stdout.encode())
 
 
 @contextlib.asynccontextmanager
@@ -61,9 +51,9 @@ async def post(session: aiohttp.ClientSession, url: str, key: str, path: str, bo
 
 
 async def test_a_key_budget_holds_exactly_across_two_processes(replica_config):
-    org = await cli(replica_config, "create-org", "acme", "--credits-inr", "1000")
-    key = await cli(replica_config, "create-key", org["org_id"], "--name", "limited")
-    limits = await cli(replica_config, "set-key-limits", key["key_id"], "--budget-inr", str(PRICE_INR * 5),
+    org = await admin_cli(replica_config, "create-org", "acme", "--credits-inr", "1000")
+    key = await admin_cli(replica_config, "create-key", org["org_id"], "--name", "limited")
+    limits = await admin_cli(replica_config, "set-key-limits", key["key_id"], "--budget-inr", str(PRICE_INR * 5),
                        "--budget-period", "month", "--models", "tune-3-clip-preview,openai/*")
     assert (limits["budget_period"], limits["models"]) == ("month", ["tune-3-clip-preview", "openai/*"])
     async with two_replicas(replica_config) as urls, aiohttp.ClientSession() as session:
@@ -75,15 +65,15 @@ async def test_a_key_budget_holds_exactly_across_two_processes(replica_config):
         listed = await (await session.get(f"{urls[1]}/v1/keys", headers=auth(org["api_key"]))).json()
     item = next(item for item in listed["data"] if item["id"] == key["key_id"])
     assert Decimal(str(item["spent_inr"])) == PRICE_INR * 5 and item["reserved_inr"] == 0
-    assert (await cli(replica_config, "balance", org["org_id"]))["balance_inr"] == 1000 - PRICE_INR * 5
+    assert (await admin_cli(replica_config, "balance", org["org_id"]))["balance_inr"] == 1000 - PRICE_INR * 5
     verified = await run_cli_async("ledger", "verify", "--config", replica_config)
     assert verified.returncode == 0, verified.stderr
 
 
 async def test_concurrent_clients_on_two_replicas_never_spend_past_a_small_budget(replica_config):
-    org = await cli(replica_config, "create-org", "acme", "--credits-inr", "0.2")
-    key = await cli(replica_config, "create-key", org["org_id"])
-    await cli(replica_config, "set-key-limits", key["key_id"], "--budget-inr", "0.03", "--budget-period", "day")
+    org = await admin_cli(replica_config, "create-org", "acme", "--credits-inr", "0.2")
+    key = await admin_cli(replica_config, "create-key", org["org_id"])
+    await admin_cli(replica_config, "set-key-limits", key["key_id"], "--budget-inr", "0.03", "--budget-period", "day")
     async with two_replicas(replica_config) as urls, aiohttp.ClientSession() as session:
         answers = await asyncio.gather(*(post(session, urls[n % 2], key["api_key"], "/v1/chat/completions",
                                               chat_body(f"q{n} [sim:tokens=40]", max_tokens=60)) for n in range(60)))
@@ -94,7 +84,7 @@ async def test_concurrent_clients_on_two_replicas_never_spend_past_a_small_budge
     assert all(body["error"]["code"] == "key_budget_exceeded" for status, body, _ in answers if status != 200)
     assert {status for status, _, _ in by_org_key} <= {200, 402}
     assert all(body["error"]["code"] == "insufficient_credits" for status, body, _ in by_org_key if status != 200)
-    balance = (await cli(replica_config, "balance", org["org_id"]))["balance_inr"]
+    balance = (await admin_cli(replica_config, "balance", org["org_id"]))["balance_inr"]
     assert balance >= 0 and balance == Decimal("0.2") - charged - sum(
         Decimal(c) for status, _, c in by_org_key if status == 200)
     verified = await run_cli_async("ledger", "verify", "--config", replica_config)
@@ -108,9 +98,9 @@ async def test_64_slow_chats_against_a_budget_of_k_worst_cases_let_exactly_k_in(
     mini = Catalogue.load().resolve("gpt-4o-mini")
     worst = ceilings.worst(SimpleNamespace(config=Config()), mini, ceilings.prompt_bound(mini, body),
                            openai.chat_allowance(body))
-    org = await cli(replica_config, "create-org", "acme", "--credits-inr", "1000")
-    key = await cli(replica_config, "create-key", org["org_id"])
-    await cli(replica_config, "set-key-limits", key["key_id"], "--budget-inr", str(Decimal(worst * 6) / 10**9))
+    org = await admin_cli(replica_config, "create-org", "acme", "--credits-inr", "1000")
+    key = await admin_cli(replica_config, "create-key", org["org_id"])
+    await admin_cli(replica_config, "set-key-limits", key["key_id"], "--budget-inr", str(Decimal(worst * 6) / 10**9))
     async with two_replicas(replica_config) as urls, aiohttp.ClientSession() as session:
         answers = await asyncio.gather(*(post(session, urls[n % 2], key["api_key"], "/v1/chat/completions", body)
                                          for n in range(64)))

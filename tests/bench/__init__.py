@@ -1,0 +1,1 @@
+"""The scale benchmark, run as a test."""

@@ -1,0 +1,1 @@
+"""Real client libraries (Python and Node) against a running gateway."""

@@ -1,0 +1,1 @@
+"""Billing: charges, holds, escrow and spend ceilings."""

@@ -1,0 +1,1 @@
+"""Music generation and its idempotency keys."""

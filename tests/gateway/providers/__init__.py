@@ -1,0 +1,1 @@
+"""The provider adapters: translations to and from each upstream, and what an upstream may send."""

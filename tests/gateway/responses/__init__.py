@@ -1,0 +1,1 @@
+"""The Responses API and its translations."""

@@ -1,0 +1,1 @@
+"""Routing one model over several providers: preferences, circuits, failover."""

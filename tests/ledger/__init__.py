@@ -1,0 +1,1 @@
+"""The ledger: its contract run on each backend, and each backend's own tests."""

@@ -1,0 +1,1 @@
+"""Bad input, fuzzing and the error boundary, over every route."""

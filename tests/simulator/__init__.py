@@ -1,0 +1,1 @@
+"""The simulator upstream, on its own."""

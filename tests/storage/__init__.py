@@ -1,0 +1,1 @@
+"""Object storage: the store, ranges, serving and settings."""

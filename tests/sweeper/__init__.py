@@ -1,0 +1,1 @@
+"""The sweeper, in process and as a command."""
