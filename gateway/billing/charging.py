@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import msgspec
 import structlog
 
+from gateway.billing import observers
 from gateway.billing.pricing import FREE, NO_USAGE, Cost, cost_headers, model_cost
 from gateway.catalogue import Resolved
 from gateway.edge.errors import ApiError, UpstreamError
@@ -148,7 +149,7 @@ async def commit(services: Services, caller: Caller, events: list[Event],
         raise
     for event in settled:
         if isinstance(event, RequestCompleted):
-            await _after_commit(services, caller, event)
+            await observers.tell(services.charge_observers, caller.facts, event)
 
 
 def settle(services: Services, caller: Caller, event: RequestCompleted) -> RequestCompleted:
@@ -180,17 +181,6 @@ def ended(services: Services, caller: Caller, recorded: Sequence[Event]) -> None
     for hold in caller.holds:
         services.leases.untrack(hold.hold_id)
     caller.holds.clear()
-
-
-async def _after_commit(services: Services, caller: Caller, event: RequestCompleted) -> None:
-    """Tell the app's observers (gateway.billing.observers) of a charge now durable, in order. The
-    client is owed its answer now, so none of them may fail the request: a failure is logged once,
-    with its traceback, and the answer stands."""
-    for observer in services.charge_observers:
-        try:
-            await observer.charged(caller.facts, event)
-        except Exception:  # logged, not hidden; see the docstring
-            log.exception("after_commit_failed", request_id=caller.request_id, observer=type(observer).__name__)
 
 
 async def appended(services: Services, unit: Append, then: Callable[[], None]) -> None:

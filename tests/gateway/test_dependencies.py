@@ -1,13 +1,8 @@
-"""The dependencies issue 26 untangled between providers, routing and billing, checked on the source.
-
-Every import a module writes counts, wherever it is written: at the top, inside a function or
-under `TYPE_CHECKING`. Each assertion fails if the import it names comes back.
-"""
+"""What issue 26 untangled in the providers, beyond the import graph (tests/test_architecture.py):
+one base class reads every upstream stream, and Usage is imported from its home."""
 
 import ast
 from pathlib import Path
-
-import pytest
 
 from gateway.providers.anthropic import AnthropicChatStream, AnthropicMessageStream
 from gateway.providers.google import GeminiChatStream
@@ -16,53 +11,6 @@ from gateway.providers.openai_responses import OpenAIResponseStream
 from gateway.providers.stream import UpstreamEventStream
 
 GATEWAY = Path(__file__).resolve().parent.parent.parent / "gateway"
-
-
-def imported(path: Path) -> set[str]:
-    """Every module `path` names in an import, anywhere in it."""
-    return imported_in(path.read_text(), ".".join(path.relative_to(GATEWAY.parent).with_suffix("").parts[:-1]))
-
-
-def imported_in(source: str, package: str) -> set[str]:
-    """Every module `source` (a module of `package`) names in an import; `from a import b` counts as
-    a and a.b."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # relative: from the package, up level - 1
-                parts = package.split(".")
-                base = ".".join([*parts[:len(parts) - node.level + 1], *([base] if base else [])])
-            names |= {base, *(f"{base}.{alias.name}" for alias in node.names)}
-    return names
-
-
-def offending(package: str, forbidden: tuple[str, ...]) -> dict[str, set[str]]:
-    """The modules of `package` (a folder of gateway/) that import one of `forbidden` or below it."""
-    found = {}
-    for path in sorted((GATEWAY / package).rglob("*.py")):
-        bad = {name for name in imported(path) if any(name == f or name.startswith(f + ".") for f in forbidden)}
-        if bad:
-            found[str(path.relative_to(GATEWAY.parent))] = bad
-    return found
-
-
-@pytest.mark.parametrize("package,forbidden", [
-    ("providers", ("gateway.billing",)),  # what an upstream reports (Usage) is the providers' own
-    ("routing", ("gateway.billing",)),  # billing's part in an attempt reaches failover as Services.attempt_billing
-    ("billing", ("gateway.ops.metrics", "gateway.accounts.limits")),  # after-commit work is the app's observers
-])
-def test_a_package_imports_nothing_of_another_it_should_not_know(package, forbidden):
-    assert offending(package, forbidden) == {}
-
-
-def test_the_checker_sees_every_kind_of_import():
-    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from gateway.billing import charging\n"
-              "def f():\n    import gateway.ops.metrics\n    from ..billing.pricing import Cost\n")
-    assert imported_in(source, "gateway.routing") >= {"gateway.billing.charging", "gateway.ops.metrics",
-                                                      "gateway.billing.pricing"}
 
 
 def test_upstream_streams_read_their_events_through_one_base_class():

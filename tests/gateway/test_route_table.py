@@ -1,10 +1,8 @@
 """One route table (issue 26, Deliver point 2): each endpoint is declared once (gateway.routes
-lists every family's), the router serves exactly the declared ones, the edge imports no API
-family, and what the middleware reads of an endpoint (public or keyed, paid, error dialect)
+lists every family's), the router serves exactly the declared ones (that the edge imports no API
+family: tests/test_architecture.py), and what the middleware reads of an endpoint (public or keyed, paid, error dialect)
 holds over HTTP for every route."""
 
-import ast
-from pathlib import Path
 from typing import get_args
 
 import pytest
@@ -18,24 +16,11 @@ from gateway.edge.state import ROUTES
 from gateway.routes import ENDPOINTS
 from tests.support import auth
 
-EDGE = Path(__file__).parents[2] / "gateway" / "edge"
-FAMILIES = ("audio", "chat", "dashboard", "embeddings", "messages", "models", "music", "realtime", "responses")
 
 
 def example_path(endpoint: Endpoint) -> str:
     """A concrete path the endpoint's route matches: each placeholder as `x`."""
     return "/".join("x" if part.startswith("{") else part for part in endpoint.template.split("/"))
-
-
-def imported_modules(path: Path) -> set[str]:
-    """Every module `path` imports, wherever the import stands (TYPE_CHECKING, functions)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
-    return found
 
 
 def test_every_registered_route_has_one_endpoint_and_every_endpoint_its_routes(config):
@@ -47,15 +32,6 @@ def test_every_registered_route_has_one_endpoint_and_every_endpoint_its_routes(c
         methods = sorted(route.method for route in routes if table.endpoint_of(route) is endpoint)
         assert methods == (["GET", "HEAD"] if endpoint.method == "GET" else [endpoint.method]), endpoint.line
     assert len(table.endpoints) == len(ENDPOINTS) == len({endpoint.line for endpoint in ENDPOINTS})
-
-
-def test_the_edge_imports_no_api_family():
-    for module in sorted(EDGE.glob("*.py")):
-        imported = imported_modules(module)
-        families = {name for name in imported
-                    if name in ("gateway.routes", "gateway.ops.routes")
-                    or name.split(".")[:2] in (["gateway", family] for family in FAMILIES)}
-        assert not families, f"{module.name} imports {sorted(families)}"
 
 
 def test_a_route_declared_twice_is_refused():

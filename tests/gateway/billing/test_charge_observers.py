@@ -1,13 +1,10 @@
 """After a charge commits, billing tells the app's observers in order (gateway.billing.observers);
 one that fails is logged and the next is still told."""
 
-from types import SimpleNamespace
-
 import msgspec
 
-from gateway.billing import charging
+from gateway.billing.observers import tell
 from gateway.ops.facts import ChargeFacts, CostHeaders, RequestFacts
-from gateway.services import Caller, Services
 from ledger.events import RequestCompleted
 
 EVENT = RequestCompleted(request_id="req_1", key_id="key_1", route="/v1/chat/completions", model="m", provider="p",
@@ -27,9 +24,7 @@ class Heard:
 
 async def told(observers: tuple, event: RequestCompleted = EVENT) -> RequestFacts:
     facts = RequestFacts()
-    services: Services = SimpleNamespace(charge_observers=observers)  # type: ignore[assignment]
-    caller: Caller = SimpleNamespace(facts=facts, request_id=event.request_id)  # type: ignore[assignment]
-    await charging._after_commit(services, caller, event)
+    await tell(observers, facts, event)
     return facts
 
 
