@@ -5,9 +5,8 @@ from aiohttp import web
 
 from gateway.chat import completions, service as chat
 from gateway.chat.request import BODY_BYTES, ChatRequest
-from gateway.edge.bodies import json_response, parse_body
+from gateway.edge.bodies import whole_or_streamed
 from gateway.edge.routes import Endpoint, JsonBody
-from gateway.edge.state import CALLER, FACTS, SERVICES
 
 CHAT_BODY = JsonBody(ChatRequest, BODY_BYTES)
 COMPLETION_BODY = JsonBody(completions.CompletionRequest, BODY_BYTES)
@@ -15,24 +14,12 @@ WHOLE_OR_STREAMED = {"200": ("application/json", "text/event-stream")}
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    raw, parsed = await parse_body(request, CHAT_BODY)
-    request[FACTS].update(model=parsed.model, stream=parsed.stream)
-    services, caller = request.app[SERVICES], request[CALLER]
-    if not parsed.stream:
-        return json_response(await chat.complete(services, caller, raw, parsed))
-    relay = await chat.open_stream(services, caller, raw, parsed)
-    return await relay.send(request)
+    return await whole_or_streamed(request, CHAT_BODY, chat.complete, chat.open_stream)
 
 
 async def create_completion(request: web.Request) -> web.StreamResponse:
     """OpenAI's legacy text completions, for models of kind completion."""
-    raw, parsed = await parse_body(request, COMPLETION_BODY)
-    request[FACTS].update(model=parsed.model, stream=parsed.stream)
-    services, caller = request.app[SERVICES], request[CALLER]
-    if not parsed.stream:
-        return json_response(await completions.complete(services, caller, raw, parsed))
-    relay = await completions.open_stream(services, caller, raw, parsed)
-    return await relay.send(request)
+    return await whole_or_streamed(request, COMPLETION_BODY, completions.complete, completions.open_stream)
 
 
 ENDPOINTS = (

@@ -2,7 +2,8 @@
 process's body budget, decoded into its msgspec type (both declared once, as the route's
 `JsonBody`, see gateway.edge.routes), and JSON answers rendered."""
 
-from typing import TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import msgspec
 from aiohttp import web
@@ -10,9 +11,13 @@ from aiohttp import web
 from gateway.edge.errors import ApiError, bad_request
 from gateway.jsonio import decode_body, encode
 from gateway.edge.routes import JsonBody
-from gateway.edge.state import BODY_HOLD
+from gateway.edge.state import BODY_HOLD, CALLER, FACTS, SERVICES
+
+if TYPE_CHECKING:  # the services import the providers, whose modules import the edge
+    from gateway.services import Caller, Services
 
 T = TypeVar("T")
+M = TypeVar("M", bound="ModelRequest")
 BODY_CHUNK_BYTES = 256 * 1024
 NO_STORE = {"Cache-Control": "no-store"}  # account data: never kept by a browser or a proxy
 
@@ -72,3 +77,34 @@ def _param_of(exc: msgspec.ValidationError) -> str | None:
         if field:
             return field.partition("`")[0]
     return None
+
+
+class ModelRequest(Protocol):
+    """A parsed request that names its model and may ask to stream."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def stream(self) -> bool: ...
+
+
+class Sendable(Protocol):
+    async def send(self, http_request: web.Request) -> web.StreamResponse: ...
+
+
+Service = Callable[["Services", "Caller", dict, M], Awaitable[Any]]
+
+
+async def whole_or_streamed(request: web.Request, body: JsonBody[M], whole: Service[M],
+                            streamed: Callable[["Services", "Caller", dict, M], Awaitable[Sendable]]
+                            ) -> web.StreamResponse:
+    """A route answered whole or streamed as its body asks: `whole`'s answer as JSON, or the stream
+    `streamed` opens, sent (chat, completions, Messages, Responses)."""
+    raw, parsed = await parse_body(request, body)
+    request[FACTS].update(model=parsed.model, stream=parsed.stream)
+    services, caller = request.app[SERVICES], request[CALLER]
+    if not parsed.stream:
+        return json_response(await whole(services, caller, raw, parsed))
+    relay = await streamed(services, caller, raw, parsed)
+    return await relay.send(request)

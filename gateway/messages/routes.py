@@ -5,7 +5,7 @@ Anthropic's shape and take the key as `x-api-key` too."""
 from aiohttp import web
 
 from gateway.chat.request import BODY_BYTES
-from gateway.edge.bodies import json_response, parse_body
+from gateway.edge.bodies import json_response, parse_body, whole_or_streamed
 from gateway.edge.errors import Dialect
 from gateway.edge.routes import Endpoint, JsonBody
 from gateway.edge.state import CALLER, FACTS, SERVICES
@@ -18,13 +18,7 @@ COUNT_BODY = JsonBody(count_tokens.CountTokensRequest, BODY_BYTES)
 
 async def create_message(request: web.Request) -> web.StreamResponse:
     """Anthropic's Messages API (its SDK with base_url = the gateway root), for every chat model."""
-    raw, parsed = await parse_body(request, MESSAGES_BODY)
-    request[FACTS].update(model=parsed.model, stream=parsed.stream)
-    services, caller = request.app[SERVICES], request[CALLER]
-    if not parsed.stream:
-        return json_response(await messages.create(services, caller, raw, parsed))
-    relay = await messages.open_stream(services, caller, raw, parsed)
-    return await relay.send(request)
+    return await whole_or_streamed(request, MESSAGES_BODY, messages.create, messages.open_stream)
 
 
 async def count_message_tokens(request: web.Request) -> web.Response:

@@ -2,9 +2,9 @@
 
 from aiohttp import web
 
-from gateway.edge.bodies import NO_STORE, json_response, parse_body
+from gateway.edge.bodies import NO_STORE, json_response, whole_or_streamed
 from gateway.edge.routes import Endpoint, JsonBody
-from gateway.edge.state import CALLER, FACTS, SERVICES
+from gateway.edge.state import CALLER, SERVICES
 from gateway.responses import service
 from gateway.chat.request import BODY_BYTES
 from gateway.responses.request import ResponsesRequest
@@ -13,13 +13,7 @@ BODY = JsonBody(ResponsesRequest, BODY_BYTES)
 
 
 async def create_response(request: web.Request) -> web.StreamResponse:
-    raw, parsed = await parse_body(request, BODY)
-    request[FACTS].update(model=parsed.model, stream=parsed.stream)
-    services, caller = request.app[SERVICES], request[CALLER]
-    if not parsed.stream:
-        return json_response(await service.create(services, caller, raw, parsed))
-    relay = await service.open_stream(services, caller, raw, parsed)
-    return await relay.send(request)
+    return await whole_or_streamed(request, BODY, service.create, service.open_stream)
 
 
 async def get_response(request: web.Request) -> web.Response:
