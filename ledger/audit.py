@@ -3,6 +3,8 @@
 `verify` checks the global positions are gapless, every stream's versions are gapless, every
 hash links to its predecessor, and that a replay of all events into a scratch store yields
 exactly the stored projection tables. `replay` rebuilds the stored projections in place.
+Verification holds a batch of events, each stream's head and a page of each projection at a time,
+so its memory does not grow with the ledger.
 """
 
 from collections.abc import AsyncIterator, Callable
@@ -11,6 +13,7 @@ from ledger import projections, queries
 from ledger.recorder import GENESIS_HASH, CorruptEvent, Recorded, Recorder, chain_hash
 
 Progress = Callable[[int, int], None]
+PAGE_ROWS = 5000  # rows of each copy of a projection compared at once: what verify's memory holds
 
 
 async def batches(recorder: Recorder, *, upto: int | None = None, size: int = 2000,
@@ -75,15 +78,35 @@ async def _verify_projections(recorder: Recorder) -> list[str]:
     await scratch.open()
     try:
         await scratch.rebuild(batches(recorder), reset=False)
-        problems = []
-        for table in projections.TABLES:
-            query = projections.select_all(table)
-            stored, replayed = await recorder._fetch(query), await scratch._fetch(query)
-            if difference := projections.first_difference(table, stored, replayed):
-                problems.append(difference)
-        return problems
+        return [difference for table in projections.TABLES
+                if (difference := await first_difference(table, recorder, scratch))]
     finally:
         await scratch.close()
+
+
+async def first_difference(table: str, stored: Recorder, replayed: Recorder, page: int = PAGE_ROWS) -> str | None:
+    """The first row where two copies of a projection table differ, or None if identical. Both are
+    read page by page in key order, so memory holds two pages whatever the table's size."""
+    after: tuple | None = None
+    width, seen = projections.key_width(table), 0
+    while True:
+        sql, params = projections.select_page(table, after, page)
+        ours, theirs = await stored._fetch(sql, params), await replayed._fetch(sql, params)
+        for index, (a, b) in enumerate(zip(ours, theirs, strict=False)):  # the lengths are compared next
+            if tuple(a) != tuple(b):
+                row_a, row_b = tuple(a[width:]), tuple(b[width:])
+                return f"{table}: row {seen + index} differs: stored {row_a!r} != replayed {row_b!r}"
+        if len(ours) != len(theirs):
+            return await _counts_differ(table, stored, replayed)
+        if len(ours) < page:
+            return None
+        after, seen = tuple(ours[-1][:width]), seen + page
+
+
+async def _counts_differ(table: str, stored: Recorder, replayed: Recorder) -> str:
+    [(ours,)], [(theirs,)] = await stored._fetch(projections.count_rows(table)), await replayed._fetch(
+        projections.count_rows(table))
+    return f"{table}: {ours} stored rows != {theirs} replayed rows"
 
 
 async def replay(recorder: Recorder, progress: Progress | None = None) -> int:

@@ -358,11 +358,17 @@ def select_all(table: str) -> str:
     return f"SELECT * FROM {table} ORDER BY {TABLES[table]}"
 
 
-def first_difference(table: str, live: Sequence[tuple], replayed: Sequence[tuple]) -> str | None:
-    """Describe the first row where two copies of a table differ, or None if identical."""
-    for index, (a, b) in enumerate(zip(live, replayed, strict=False)):  # the lengths are compared next
-        if tuple(a) != tuple(b):
-            return f"{table}: row {index} differs: stored {tuple(a)!r} != replayed {tuple(b)!r}"
-    if len(live) != len(replayed):
-        return f"{table}: {len(live)} stored rows != {len(replayed)} replayed rows"
-    return None
+def select_page(table: str, after: tuple | None, limit: int) -> tuple[str, tuple]:
+    """The next `limit` rows of a projection table in key order, after the row keyed `after` (from
+    the first when None); each row led by its key columns, which the next page starts after."""
+    keys = TABLES[table]
+    where = f" WHERE ({keys}) > ({', '.join('?' * len(after))})" if after else ""
+    return f"SELECT {keys}, * FROM {table}{where} ORDER BY {keys} LIMIT ?", (*(after or ()), limit)
+
+
+def key_width(table: str) -> int:
+    return len(TABLES[table].split(","))
+
+
+def count_rows(table: str) -> str:
+    return f"SELECT count(*) FROM {table}"
