@@ -54,6 +54,7 @@ bench: install wrk  ## benchmarks (not part of the test run)
 	$(PY) -m bench.gateway_throughput
 	$(PY) -m bench.log_pages
 	$(PY) -m bench.ledger_append
+	$(PY) -m bench.audit_scale
 
 clean:
 	rm -rf $(VENV) $(CLIENTS_VENV) $(NODE_CLIENTS)/node_modules data .pytest_cache .mypy_cache .ruff_cache
