@@ -107,11 +107,13 @@ def importers(target: str) -> set[str]:
 
 
 def imports_of(prefix: str, forbidden: tuple[str, ...]) -> list[str]:
-    """`module -> target` for each import by a module under `prefix` of a module under one of `forbidden`."""
+    """`module -> target` for each import by a module under `prefix` (but not itself under one of
+    `forbidden`) of a module under one of `forbidden`."""
     def under(name: str, roots: tuple[str, ...]) -> bool:
         return any(name == root or name.startswith(root + ".") for root in roots)
 
-    return sorted(f"{name} -> {target}" for name, targets in graph().items() if under(name, (prefix,))
+    return sorted(f"{name} -> {target}" for name, targets in graph().items()
+                  if under(name, (prefix,)) and not under(name, forbidden)
                   for target in targets if under(target, forbidden))
 
 

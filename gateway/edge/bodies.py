@@ -93,11 +93,11 @@ class Sendable(Protocol):
     async def send(self, http_request: web.Request) -> web.StreamResponse: ...
 
 
-Service = Callable[["Services", "Caller", dict, M], Awaitable[Any]]
+Whole = Callable[["Services", "Caller", dict, M], Awaitable[Any]]  # the answer, as JSON
+Streamed = Callable[["Services", "Caller", dict, M], Awaitable[Sendable]]  # the stream, opened
 
 
-async def whole_or_streamed(request: web.Request, body: JsonBody[M], whole: Service[M],
-                            streamed: Callable[["Services", "Caller", dict, M], Awaitable[Sendable]]
+async def whole_or_streamed(request: web.Request, body: JsonBody[M], whole: Whole[M], streamed: Streamed[M]
                             ) -> web.StreamResponse:
     """A route answered whole or streamed as its body asks: `whole`'s answer as JSON, or the stream
     `streamed` opens, sent (chat, completions, Messages, Responses)."""
