@@ -19,7 +19,7 @@ from gateway.config import Config, ConfigError
 from gateway.jsonio import lines
 from gateway.accounts.redaction import Redactor
 from gateway.accounts.sealing import Sealer
-from ledger import audit
+from ledger import audit, projections
 from ledger.recorder import SCHEMA_VERSION, LedgerUnavailable, Recorder, SchemaOutOfDate
 
 Result = TypeVar("Result")
@@ -40,8 +40,18 @@ def build_parser() -> argparse.ArgumentParser:
     _admin_parser(commands.add_parser("admin", parents=[common], help="manage orgs, keys, credits"), common)
     ledger = commands.add_parser("ledger", parents=[common], help="verify or rebuild the ledger")
     ledger_commands = ledger.add_subparsers(dest="action", required=True)
-    ledger_commands.add_parser("verify", parents=[common], help="check chains and projections")
-    ledger_commands.add_parser("replay", parents=[common], help="rebuild projections from events")
+    verify = ledger_commands.add_parser("verify", parents=[common], help="check chains and projections")
+    scope = verify.add_mutually_exclusive_group()
+    scope.add_argument("--full", action="store_true", help="everything, projections too (the default)")
+    scope.add_argument("--incremental", action="store_true",
+                       help="only the chains of what was appended since the last checkpoint; record a new one")
+    verify.add_argument("--checkpoint", action="store_true", help="record a checkpoint when it verifies")
+    replay = ledger_commands.add_parser("replay", parents=[common], help="rebuild projections from events")
+    replay.add_argument("--projection", action="append", choices=list(projections.TABLES), metavar="NAME",
+                        help="rebuild only this projection table (repeatable); the others stay as they are")
+    for audit_command in (verify, replay):
+        audit_command.add_argument("--jobs", type=int, default=0, metavar="N",
+                                   help="processes to split the work over (default: one per core on a large ledger)")
     ledger_commands.add_parser("migrate", parents=[common], help="create or upgrade the ledger schema")
     return parser
 
@@ -147,18 +157,28 @@ def _progress(done: int, total: int) -> None:
         sys.stderr.flush()
 
 
-async def ledger_command(recorder: Recorder, action: str) -> int:
-    if action == "migrate":  # the open that `with_recorder` did has migrated the schema
+async def ledger_command(recorder: Recorder, args: argparse.Namespace) -> int:
+    if args.action == "migrate":  # the open that `with_recorder` did has migrated the schema
         sys.stdout.buffer.write(lines({"ok": True, "schema_version": SCHEMA_VERSION}))
         return 0
-    if action == "replay":
-        replayed = await audit.replay(recorder, _progress)
+    if args.action == "replay":
+        tables = args.projection or tuple(projections.TABLES)
+        replayed = await audit.replay(recorder, _progress, workers=args.jobs, tables=tables)
         sys.stderr.write("\n" if sys.stderr.isatty() else "")
         sys.stdout.buffer.write(lines({"replayed_events": replayed, "ok": True}))
         return 0
-    checked, problems = await audit.verify(recorder)
+    if args.incremental or args.checkpoint:
+        return _verified(*await audit.keep_verified(recorder, workers=args.jobs, incremental=args.incremental))
+    checked, problems = await audit.verify(recorder, workers=args.jobs)
     sys.stdout.buffer.write(lines({"ok": not problems, "events_checked": checked, "problems": problems}))
     return 1 if problems else 0
+
+
+def _verified(verified: audit.Verification, checkpoint: int | None) -> int:
+    sys.stdout.buffer.write(lines({"ok": not verified.problems, "events_checked": verified.checked,
+                                   "problems": verified.problems, "verified_upto": verified.upto,
+                                   "full": verified.full, "checkpoint_position": checkpoint}))
+    return 1 if verified.problems else 0
 
 
 def _configured(args: argparse.Namespace) -> Config:
@@ -194,5 +214,5 @@ def _run(args: argparse.Namespace, config: Config) -> int:
             result = asyncio.run(with_recorder(config, admin_action(args, config)))
             sys.stdout.buffer.write(lines(result))
         case "ledger":
-            return asyncio.run(with_recorder(config, lambda r: ledger_command(r, args.action)))
+            return asyncio.run(with_recorder(config, lambda r: ledger_command(r, args)))
     return 0

@@ -61,6 +61,9 @@ class LedgerConfig(Section, frozen=True):
     # lock) and for a new PostgreSQL connection; past either the request answers 503.
     timeout_s: Annotated[float, msgspec.Meta(gt=0)] = STATEMENT_TIMEOUT_S
     connect_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = CONNECT_TIMEOUT_S
+    # How often the sweeper verifies what was appended since the last checkpoint and records a
+    # new one (ledger.checkpoints); 0: never.
+    checkpoint_interval_s: Annotated[float, msgspec.Meta(ge=0)] = 300.0
 
 
 class RedisConfig(Section, frozen=True):

@@ -1,7 +1,8 @@
 """The facts the ledger records: frozen, tagged msgspec Structs, encoded once, never changed.
 
 Every event belongs to the stream of one organization; the stream id is the org id, so events
-do not repeat it. Money is integer nano-units; the USD->INR rate used is recorded as text.
+do not repeat it (the one exception: the ledger's own stream of checkpoints, LedgerVerified).
+Money is integer nano-units; the USD->INR rate used is recorded as text.
 """
 
 from typing import Literal
@@ -218,10 +219,28 @@ class KeySpendLimitsSet(Event, frozen=True, tag="key_spend_limits_set"):
     expires_at_us: int | None = None
 
 
+class StreamHead(msgspec.Struct, frozen=True, array_like=True):
+    """Where one stream stood: its last version and that event's chain hash (hex)."""
+
+    stream_id: str
+    version: int
+    hash: str
+
+
+class LedgerVerified(Event, frozen=True, tag="ledger_verified"):
+    """A checkpoint: the log up to position `upto` verified (chains, and with `full` the
+    projections too), and the head of every stream there, so a later verification starts from
+    here. Recorded in the ledger's own stream (ledger.checkpoints.STREAM), not an org's."""
+
+    upto: int
+    heads: tuple[StreamHead, ...]
+    full: bool = False
+
+
 AnyEvent = (OrgCreated | ApiKeyCreated | ApiKeyRevoked | CreditsAdded | RetentionChanged
             | RequestCompleted | CreditsHeld | HoldReleased | MusicTrackRecorded | MediaExpired
             | ProviderKeySet | ProviderKeyRemoved | KeyLimitsSet | IdempotencyKeyClaimed
-            | IdempotencyKeyReleased | KeySpendLimitsSet | HoldsRenewed)
+            | IdempotencyKeyReleased | KeySpendLimitsSet | HoldsRenewed | LedgerVerified)
 
 # A hold recorded before holds had leases (CreditsHeld.lease_us 0) lapses this long after it was made.
 LEGACY_LEASE_US = 60_000_000

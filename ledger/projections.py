@@ -4,7 +4,6 @@ Both backends run exactly these statements, inside the transaction that records 
 (and again, from events alone, on replay), so the tables are a pure function of the log.
 """
 
-from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from ledger.events import (
@@ -15,7 +14,7 @@ from ledger.events import (
     ProviderKeySet, RequestCompleted, RetentionChanged,
 )
 from ledger.periods import US_PER_DAY
-from ledger.recorder import Append, Recorded, Secret
+from ledger.recorder import Recorded
 
 # Statements run in phases: rows are created before anything updates them, so statements
 # of one kind can be batched into a single executemany without changing the result.
@@ -249,126 +248,35 @@ def _usage_row(recorded: Recorded, e: RequestCompleted) -> tuple:
             1, e.prompt_tokens, e.completion_tokens, e.cost_usd_nano, e.charged_inr_nano)
 
 
-def grouped(recorded: Iterable[Recorded]) -> list[tuple[str, list[tuple]]]:
-    """The statements for a batch, phase-ordered and merged into (sql, [params]) runs."""
-    ordered = sorted((s for r in recorded for s in statements(r)), key=lambda s: s.phase)
-    runs: list[tuple[str, list[tuple]]] = []
-    for sql, params in _merged(ordered):
-        if runs and runs[-1][0] == sql:
-            runs[-1][1].append(params)
-        else:
-            runs.append((sql, [params]))
-    return runs
-
-
-# What an append writes beside the projections, in the same portable form (qmark, one row per
-# parameter tuple), so that ledger.backends.pg_writes applies these as sets too.
-INSERT_EVENT = ("INSERT INTO events (position, stream_id, version, type, recorded_at_us, data, hash)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)")
-INSERT_CONTENT = ("INSERT INTO content (content_id, stream_id, sha256, body, created_at_us)"
-                  " VALUES (?, ?, ?, ?, ?)")
-PUT_SECRET = ("INSERT INTO secrets (stream_id, name, sealed) VALUES (?, ?, ?)"
-              " ON CONFLICT (stream_id, name) DO UPDATE SET sealed = excluded.sealed")
-DROP_SECRET = "DELETE FROM secrets WHERE stream_id = ? AND name = ?"
-
-
-def writes(units: Sequence[tuple[Append, list[Recorded]]]) -> list[tuple[str, list[tuple]]]:
-    """Every write of an append's accepted units (recorder.accepted), as (sql, [params]) runs in
-    the order both backends run them: the events, their content, each secret, the projections."""
-    recorded = [r for _, rs in units for r in rs]
-    runs: list[tuple[str, list[tuple]]] = [(INSERT_EVENT, [
-        (r.position, r.stream_id, r.version, r.kind, r.recorded_at_us, r.data, r.hash) for r in recorded])]
-    contents = [(c.content_id, u.stream_id, c.sha256, c.body, rs[0].recorded_at_us)
-                for u, rs in units for c in u.contents]
-    if contents:
-        runs.append((INSERT_CONTENT, contents))
-    runs += [_secret_run(unit.stream_id, secret) for unit, _ in units for secret in unit.secrets]
-    return runs + grouped(recorded)
-
-
-def _secret_run(stream_id: str, secret: Secret) -> tuple[str, list[tuple]]:
-    if secret.sealed is None:
-        return DROP_SECRET, [(stream_id, secret.name)]
-    return PUT_SECRET, [(stream_id, secret.name, secret.sealed)]
-
-
-def _sum(rows: list[tuple], key: slice) -> tuple:
-    """Additions to one row summed (the parameters naming the row kept as they are)."""
-    columns = zip(*rows, strict=True)
-    return tuple(column[0] if key.start <= i < key.stop else sum(column) for i, column in enumerate(columns))
-
-
-def _latest(rows: list[tuple], key: slice) -> tuple:
-    return max(rows)  # TOUCH_KEY's parameters start with the instant
-
-
-def _summed_hold(rows: list[tuple], key: slice) -> tuple:
-    """PUT_HOLD's rows for one hold: the amounts added up, the latest hold's lapse."""
-    latest = max(rows, key=lambda row: row[5])
-    return (*latest[:3], sum(row[3] for row in rows), *latest[4:])
-
-
-def _latest_renewal(rows: list[tuple], key: slice) -> tuple:
-    return max(rows, key=lambda row: row[1])  # RENEW_HOLD's second parameter is its position
-
-
-def _once(rows: list[tuple], key: slice) -> tuple:
-    return rows[0]  # the same statement for the same row: once is enough
-
-
-# Statements whose rows of one batch fold into one per row they change, the tables coming out the
-# same (additions add up, a key's last use is the latest): the parameters naming the row, and how
-# the parameters of all of a row's statements combine. A run of them changes each row once, so it
-# can also be applied as one set (see ledger.backends.pg_writes).
-FOLDED: dict[str, tuple[slice, Callable[[list[tuple], slice], tuple]]] = {
-    ADD_SPEND: (slice(3, 4), _sum), PUT_HOLD: (slice(0, 1), _summed_hold), TAKE_HOLD: (slice(1, 2), _sum),
-    DROP_EMPTY_HOLD: (slice(0, 1), _once), RENEW_HOLD: (slice(2, 3), _latest_renewal),
-    ADD_HELD: (slice(1, 2), _sum), ADD_CREDITS: (slice(1, 2), _sum),
-    ADD_DAILY_USAGE: (slice(0, 5), _sum), TOUCH_KEY: (slice(1, 3), _latest),
-    ADD_KEY_HELD: (slice(1, 3), _sum), ADD_KEY_SPEND: (slice(0, 3), _sum),
-}
-
-
-def _merged(ordered: list[Statement]) -> list[tuple[str, tuple]]:
-    """(sql, params) in order, folded statements (FOLDED) merged to one per row they change, all
-    of a batch's gathered where the first of their kind falls: one write per row instead of one per
-    event. They add (or keep the latest instant), so they commute with every other statement of
-    their phase and moving them up changes nothing."""
-    merged: list[tuple[str, tuple] | str] = []  # a folded statement's place: its SQL alone
-    gathered: dict[str, dict[tuple, list[tuple]]] = {}  # folded SQL -> the row's key -> params
-    for statement in ordered:
-        if (folding := FOLDED.get(statement.sql)) is None:
-            merged.append((statement.sql, statement.params))
-            continue
-        if statement.sql not in gathered:
-            gathered[statement.sql] = {}
-            merged.append(statement.sql)
-        gathered[statement.sql].setdefault(statement.params[folding[0]], []).append(statement.params)
-    return [pair for item in merged for pair in
-            ([item] if isinstance(item, tuple) else _folded(item, gathered[item].values()))]
-
-
-def _folded(sql: str, rows: Iterable[list[tuple]]) -> list[tuple[str, tuple]]:
-    key, combine = FOLDED[sql]
-    return [(sql, combine(params, key)) for params in rows]
-
-
 def select_all(table: str) -> str:
     """A query returning every row of a projection table in a stable order."""
     return f"SELECT * FROM {table} ORDER BY {TABLES[table]}"
 
 
-def select_page(table: str, after: tuple | None, limit: int) -> tuple[str, tuple]:
+def select_page(table: str, after: tuple | None, limit: int, orgs: tuple[str, str | None] | None = None
+                ) -> tuple[str, tuple]:
     """The next `limit` rows of a projection table in key order, after the row keyed `after` (from
-    the first when None); each row led by its key columns, which the next page starts after."""
-    keys = TABLES[table]
-    where = f" WHERE ({keys}) > ({', '.join('?' * len(after))})" if after else ""
-    return f"SELECT {keys}, * FROM {table}{where} ORDER BY {keys} LIMIT ?", (*(after or ()), limit)
+    the first when None), of the orgs from `orgs[0]` up to `orgs[1]` (None: no end) if given; each
+    row led by its key columns, which the next page starts after. Every projection row is of one
+    org, the stream whose events made it (org_id)."""
+    keys, conditions, params = TABLES[table], [], list(after or ())
+    if after:
+        conditions.append(f"({keys}) > ({', '.join('?' * len(after))})")
+    if orgs is not None:
+        conditions.append("org_id >= ?" if orgs[1] is None else "org_id >= ? AND org_id < ?")
+        params += [org for org in orgs if org is not None]
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    return f"SELECT {keys}, * FROM {table}{where} ORDER BY {keys} LIMIT ?", (*params, limit)
 
 
 def key_width(table: str) -> int:
     return len(TABLES[table].split(","))
 
 
-def count_rows(table: str) -> str:
-    return f"SELECT count(*) FROM {table}"
+def count_rows(table: str, orgs: tuple[str, str | None] | None = None) -> tuple[str, tuple]:
+    """How many rows a table holds (of the orgs in a range, as select_page)."""
+    if orgs is None:
+        return f"SELECT count(*) FROM {table}", ()
+    if orgs[1] is None:
+        return f"SELECT count(*) FROM {table} WHERE org_id >= ?", (orgs[0],)
+    return f"SELECT count(*) FROM {table} WHERE org_id >= ? AND org_id < ?", orgs

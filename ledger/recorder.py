@@ -304,6 +304,7 @@ class Recorder(abc.ABC):
     """A ledger backend. All methods are safe to call from one event loop concurrently."""
 
     clock: Clock  # when an append records its events; budget periods are read at the same time
+    url: str  # what ledger.backends.recorder_for opens the same store by (in another process)
 
     @abc.abstractmethod
     async def open(self, migrate: bool = True) -> None:
@@ -336,6 +337,11 @@ class Recorder(abc.ABC):
         """All events of one stream, in version order."""
 
     @abc.abstractmethod
+    async def read_streams(self, after: int, limit: int, low: str, high: str | None) -> list[Recorded]:
+        """Events with position > `after` of the streams named from `low` up to, not including,
+        `high` (None: no end), in position order, at most `limit`: one share of a parallel replay."""
+
+    @abc.abstractmethod
     async def _fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
         """Run a read-only query (qmark placeholders) against projections or content. Private
         to the ledger: everyone else reads through ledger.queries and ledger.log_queries."""
@@ -347,17 +353,29 @@ class Recorder(abc.ABC):
         are untouched, so every chain still verifies. The only change ever made to content."""
 
     @abc.abstractmethod
-    async def rebuild(self, batches: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
+    async def rebuild(self, events: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
         """Apply the projection of already recorded events, optionally after emptying it.
 
         Used by replay (on the live store) and verify (on a scratch store). Events are
-        not written; only projection tables change. `batches` is consumed while holding the
+        not written; only projection tables change. `events` (batches of them) is consumed while holding the
         write lock, so no append commits between reading the log and resetting the tables.
         """
 
     @abc.abstractmethod
+    async def swap_in(self, rebuilt: Sequence["Recorder"], tables: Sequence[str], since: int) -> int:
+        """Replace the projection `tables` by the union of `rebuilt`'s (scratch stores of this
+        backend, together the projection of the log up to position `since`), brought up to date
+        with the events recorded after `since`; returns the last position they hold. The write
+        lock is held only for that: readers go on meanwhile, appends wait for it."""
+
+    @abc.abstractmethod
     def snapshot(self) -> "AbstractAsyncContextManager[None]":
         """While entered, `read`, `read_stream` and `_fetch` all see one consistent state."""
+
+    @abc.abstractmethod
+    def opener(self) -> Callable[[str], "Recorder"]:
+        """What opens this store again from `url` in another process: a backend class's
+        `from_url` (a scratch store's too: there it is a plain store of its backend)."""
 
     @abc.abstractmethod
     def scratch(self) -> "Recorder":

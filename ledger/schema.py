@@ -7,6 +7,7 @@ trigger function and its ADD COLUMN upgrades) stays in that backend's module.
 """
 
 import re
+from collections.abc import Sequence
 
 # Each table's columns and table constraints, in the order they are created.
 TABLES: dict[str, tuple[str, ...]] = {
@@ -102,8 +103,21 @@ def create_tables(*, postgres: bool) -> str:
                    for name, columns in TABLES.items())
 
 
-def create_indexes(*, partial: bool) -> str:
-    """CREATE INDEX IF NOT EXISTS for the plain indexes, or for the partial ones."""
+def create_indexes(*, partial: bool, tables: Sequence[str] | None = None) -> str:
+    """CREATE INDEX IF NOT EXISTS for the plain indexes, or for the partial ones (of `tables`)."""
     return "".join(
         f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({columns})" + (f" WHERE {where};\n" if where else ";\n")
-        for name, (table, columns, where) in INDEXES.items() if bool(where) == partial)
+        for name, (table, columns, where) in INDEXES.items()
+        if bool(where) == partial and (tables is None or table in tables))
+
+
+def drop_indexes(schema: str = "") -> str:
+    """DROP INDEX for every index above (in `schema`, when given): a scratch store filled only to
+    be compared needs none."""
+    prefix = f"{schema}." if schema else ""
+    return "".join(f"DROP INDEX IF EXISTS {prefix}{name};\n" for name in INDEXES)
+
+
+def columns(table: str) -> list[str]:
+    """The names of a table's columns, in order."""
+    return [c.split()[0] for c in TABLES[table] if not c.startswith(("PRIMARY KEY", "UNIQUE"))]

@@ -2,4 +2,5 @@ import sys
 
 from sweeper.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not when a process of a pool imports this as __mp_main__
+    sys.exit(main())

@@ -32,7 +32,8 @@ async def open_sweeper(settings: Settings) -> AsyncIterator[Sweeper]:
     await recorder.open()
     try:
         async with open_store(settings.storage, create_bucket=False) as store:
-            yield Sweeper(recorder, store, settings.storage.retention_days, settings.retention.text_days)
+            yield Sweeper(recorder, store, settings.storage.retention_days, settings.retention.text_days,
+                          checkpoint_interval_s=settings.ledger.checkpoint_interval_s)
     finally:
         await recorder.close()
 
@@ -41,7 +42,7 @@ def log_pass(report: PassReport) -> None:
     """The pass's one log line; a dry run's keys go to stdout, one JSON line each."""
     fields = msgspec.structs.asdict(report)
     would_delete = fields.pop("would_delete")
-    level = "warning" if report.failed else "info"
+    level = "warning" if report.failed or report.ledger_problems else "info"
     getattr(structlog.get_logger(), level)("sweep_pass", **fields)
     if report.dry_run:
         sys.stdout.buffer.write(b"".join(orjson.dumps({"would_delete": key}) + b"\n" for key in would_delete))
@@ -49,11 +50,11 @@ def log_pass(report: PassReport) -> None:
 
 
 async def sweep_once(settings: Settings, as_of: datetime, dry_run: bool) -> int:
-    """One pass; exit status 1 when any deletion failed."""
+    """One pass; exit status 1 when any deletion failed or the ledger did not verify."""
     async with open_sweeper(settings) as sweeper:
         report = await sweeper.run_pass(as_of, dry_run)
     log_pass(report)
-    return 1 if report.failed else 0
+    return 1 if report.failed or report.ledger_problems else 0
 
 
 async def sweep_forever(settings: Settings, as_of: datetime | None, dry_run: bool) -> int:

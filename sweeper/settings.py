@@ -30,6 +30,9 @@ class Section(msgspec.Struct, frozen=True, kw_only=True):
 
 class LedgerSettings(Section, frozen=True):
     url: str = "sqlite:///./data/gateway.db"
+    # A pass verifies what was appended since the last checkpoint, and records one, once that is
+    # this old (ledger.checkpoints); 0: never.
+    checkpoint_interval_s: Annotated[float, msgspec.Meta(ge=0)] = 300.0
 
 
 class SweeperSettings(Section, frozen=True):

@@ -12,7 +12,7 @@ from datetime import datetime
 
 import msgspec
 
-from ledger import leases, queries
+from ledger import audit, checkpoints, leases, queries
 from ledger.events import MediaExpired
 from ledger.recorder import Append, AppendRejected, Recorder
 from storage.deletion import MAX_KEYS_PER_DELETE, DeleteResult
@@ -35,6 +35,9 @@ class PassReport(msgspec.Struct, kw_only=True):
     text_due: int = 0
     text_removed: int = 0
     holds_expired: int = 0  # holds whose lease lapsed (their process gone), released by this pass
+    verified_upto: int = 0  # the last position the ledger verified to, when this pass verified it
+    checkpoint: int | None = None  # where this pass recorded a checkpoint (ledger.checkpoints)
+    ledger_problems: list[str] = []  # what that verification found (at most ten)
     failures: dict[str, str] = {}  # a sample of failed keys and why
     would_delete: list[str] = []  # with dry_run: the object keys a real pass would delete
     duration_ms: int = 0
@@ -44,8 +47,9 @@ class Sweeper:
     """Sweeps one ledger and one bucket; keeps which keys failed, to count retries."""
 
     def __init__(self, recorder: Recorder, store: ObjectStore | None, retention_days: int,
-                 text_days: int = 0, page: int = MAX_KEYS_PER_DELETE) -> None:
+                 text_days: int = 0, page: int = MAX_KEYS_PER_DELETE, checkpoint_interval_s: float = 0) -> None:
         self._recorder, self._store, self._page = recorder, store, page
+        self._checkpoint_interval_s = checkpoint_interval_s
         self._retention_days, self._text_days = retention_days, text_days
         self._failed_before: set[str] = set()
         self.stopping = asyncio.Event()  # set to end the pass after the page in hand
@@ -67,8 +71,20 @@ class Sweeper:
         await self._text(as_of, dry_run, report)
         if not dry_run:  # by the ledger's clock, not as_of: a lease is about now
             report.holds_expired = await leases.expire(self._recorder)
+            await self._verify(report)
         report.duration_ms = int((time.monotonic() - started) * 1000)
         return report
+
+    async def _verify(self, report: PassReport) -> None:
+        """Verify what was appended since the last checkpoint and record a new one, once the last
+        is `checkpoint_interval_s` old (0: never)."""
+        if not self._checkpoint_interval_s:
+            return
+        latest = await checkpoints.latest(self._recorder)
+        if latest is not None and latest.age_s() < self._checkpoint_interval_s:
+            return
+        verified, report.checkpoint = await audit.keep_verified(self._recorder)
+        report.verified_upto, report.ledger_problems = verified.upto, verified.problems[:10]
 
     async def _sweep_page(self, tracks: list[DueTrack], report: PassReport, failed: dict[str, str]) -> None:
         report.retried += sum(t.object_key in self._failed_before for t in tracks)

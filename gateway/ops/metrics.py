@@ -17,7 +17,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from gateway.ops.facts import RequestFacts
-from ledger import queries
+from ledger import checkpoints, queries
 from ledger.events import RequestCompleted
 from ledger.money import from_nano
 from ledger.recorder import Recorder
@@ -126,12 +126,24 @@ class Metrics:
         registry.register(_Fixed([
             _gauge("gateway_media_due", "Hosted tracks past the retention period, not yet swept", due),
             _gauge("gateway_media_expired", "Hosted tracks the sweepers have deleted", expired),
-            _circuit_states(circuits)]))
+            *await _verified_state(recorder), _circuit_states(circuits)]))
         return generate_latest(registry)
 
     async def _retention_state(self, recorder: Recorder) -> tuple[int, int]:
         cutoff = (time.time_ns() // 1000) - self._retention_days * 86_400_000_000
         return await queries.hosted_due_count(recorder, cutoff), await queries.expired_media_count(recorder)
+
+
+async def _verified_state(recorder: Recorder) -> list[Metric]:
+    """Where the last checkpoint (ledger.checkpoints) verified the ledger to, and how long ago;
+    the age is absent while the ledger was never verified."""
+    latest = await checkpoints.latest(recorder)
+    position = _gauge("gateway_ledger_verified_position", "The last ledger position verified (0: never)",
+                      latest.verified.upto if latest else 0)
+    if latest is None:
+        return [position]
+    return [position, _gauge("gateway_ledger_verified_age_seconds", "Seconds since the ledger last verified",
+                             max(0.0, latest.age_s()))]
 
 
 class Children(Generic[LabelledMetric]):

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import asyncpg
 
-from ledger import projections
+from ledger import batches, projections
 
 Run = tuple[str, list[tuple]]  # a qmark statement and the parameters of each of its rows
 TABLES = frozenset({*projections.TABLES, "events", "content", "secrets"})
@@ -58,7 +58,7 @@ def any_rows_as_set(sql: str) -> bool:
     """Whether every run of `sql` applies as a set, however many rows: a plain insert (a
     duplicate key fails either way), a delete, a statement folded to one row per key."""
     plain_insert = sql.startswith("INSERT") and "ON CONFLICT" not in sql
-    return plain_insert or sql.startswith("DELETE") or sql in projections.FOLDED
+    return plain_insert or sql.startswith("DELETE") or sql in batches.FOLDED
 
 
 def set_form(sql: str, types: Sequence[str], first: int = 1) -> str | None:

@@ -13,15 +13,17 @@ import contextvars
 import re
 import time
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from typing import cast
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 import msgspec
 
-from ledger import backfills, periods, projections, schema
+from ledger import backfills, batches, periods, projections, schema
 from ledger.events import decode_event
 from ledger.backends.pg_writes import Run, SetWriter, numbered
+from ledger.partitions import streams_after
 from ledger.recorder import (
     CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, CorruptEvent, Outcome, Recorded, Recorder,
     Clock, Holds, RecorderClosed, accepted, held_by, holding_keys, holds_taken, isolating_rejections, out_of_date,
@@ -70,6 +72,7 @@ READ_UNDER_LOCK = (
     + ") AS q(key_id, room)"
     " UNION ALL SELECT 'hold', hold_id, amount_inr_nano, NULL FROM holds WHERE hold_id = ANY($6::text[])"
     " UNION ALL SELECT 'lapse', hold_id, lapses_at_us, NULL FROM holds WHERE hold_id = ANY($6::text[])")
+CATCH_UP = 2000  # events applied at once when a rebuilt projection catches up
 REMOVE_TEXT = ("UPDATE content SET body = NULL, removed_at_us = $1 WHERE content_id IN"
                " (SELECT content_id FROM content WHERE body IS NOT NULL AND created_at_us < $2"
                " ORDER BY created_at_us LIMIT $3)")
@@ -117,6 +120,7 @@ class PostgresRecorder(Recorder):
                  timeout_s: float = STATEMENT_TIMEOUT_S, connect_timeout_s: float = CONNECT_TIMEOUT_S,
                  clock: Clock = wall_clock_us) -> None:
         self._dsn, self.schema, self._pool_size = dsn, schema, pool_size
+        self.url = f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}"
         self.clock = clock
         self._timeout_s, self._connect_timeout_s = timeout_s, connect_timeout_s
         self._pool: asyncpg.Pool | None = None
@@ -208,7 +212,7 @@ class PostgresRecorder(Recorder):
             now_us = self.clock()
             heads, last, available, room, holds = await _read_under_lock(db, units, now_us)
             outcomes = plan(units, heads, last, now_us, available, room, holds)
-            await self._apply(db, projections.writes(list(accepted(units, outcomes))))
+            await self._apply(db, batches.writes(list(accepted(units, outcomes))))
         return outcomes
 
     async def _apply(self, db: asyncpg.Connection, runs: list[Run]) -> None:
@@ -241,6 +245,41 @@ class PostgresRecorder(Recorder):
         return [_recorded(row) for row in rows]
 
     @translating
+    async def read_streams(self, after: int, limit: int, low: str, high: str | None) -> list[Recorded]:
+        sql, params = streams_after(SELECT_EVENTS, after, limit, low, high)
+        async with self._reader() as db:
+            rows = await db.fetch(numbered(sql), *params)
+        return [_recorded(row) for row in rows]
+
+    @translating
+    async def swap_in(self, rebuilt: Sequence[Recorder], tables: Sequence[str], since: int) -> int:
+        stores = [cast(PostgresRecorder, store) for store in rebuilt]
+        await stores[0].gather(stores[1:], tables)
+        async with self._connection() as db, db.transaction():
+            await db.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)  # no append meanwhile
+            for table in tables:  # the rebuilt table, with its indexes, takes the live one's place
+                await db.execute(f"DROP TABLE {self.schema}.{table}")
+                await db.execute(f"ALTER TABLE {stores[0].schema}.{table} SET SCHEMA {self.schema}")
+            last = since
+            while batch := [_recorded(row) for row in await db.fetch(
+                    f"{SELECT_EVENTS} WHERE position > $1 ORDER BY position LIMIT $2", last, CATCH_UP)]:
+                await self._apply(db, batches.only(batches.grouped(batch), tables))
+                last = batch[-1].position
+        return last
+
+    async def gather(self, others: Sequence["PostgresRecorder"], tables: Sequence[str]) -> None:
+        """Add the rows of `others`' `tables` to this store's, then index them as the live ones are."""
+        async with self._connection() as db:
+            for table in tables:
+                columns = ", ".join(schema.columns(table))
+                for other in others:
+                    await db.execute(f"INSERT INTO {self.schema}.{table} ({columns})"
+                                     f" SELECT {columns} FROM {other.schema}.{table}")
+            if indexes := schema.create_indexes(partial=False, tables=tables) + schema.create_indexes(
+                    partial=True, tables=tables):
+                await db.execute(indexes)
+
+    @translating
     async def _fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
         async with self._reader() as db:
             rows = await db.fetch(numbered(sql), *params)  # converted once per statement
@@ -253,13 +292,15 @@ class PostgresRecorder(Recorder):
         return int(status.rpartition(" ")[2])
 
     @translating
-    async def rebuild(self, batches: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
+    async def rebuild(self, events: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
+        folder = batches.Folder(deferring=True)
         async with self._connection() as db, db.transaction():
             await db.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)  # no append meanwhile
             if reset:
                 await db.execute(f"TRUNCATE {', '.join(projections.TABLES)}")
-            async for batch in batches:
-                await self._apply(db, projections.grouped(batch))
+            async for batch in events:
+                await self._apply(db, folder.runs(batch))
+            await self._apply(db, folder.flush())
 
     @contextlib.asynccontextmanager
     async def snapshot(self) -> AsyncIterator[None]:
@@ -270,6 +311,9 @@ class PostgresRecorder(Recorder):
                 yield
             finally:
                 self._snapshot.reset(token)
+
+    def opener(self) -> Callable[[str], Recorder]:
+        return PostgresRecorder.from_url
 
     def scratch(self) -> "PostgresRecorder":
         return _ScratchPostgresRecorder(self._dsn, f"replay_{uuid.uuid4().hex[:16]}", pool_size=2)
@@ -321,6 +365,11 @@ async def _read_under_lock(db: asyncpg.Connection, units: Sequence[Append], now_
 
 class _ScratchPostgresRecorder(PostgresRecorder):
     """A throwaway schema for verification; dropped when the recorder is closed."""
+
+    async def open(self, migrate: bool = True) -> None:
+        await super().open(migrate)
+        async with self._connection() as db:
+            await db.execute(schema.drop_indexes(self.schema))  # filled only to be compared: no query here needs them
 
     async def close(self) -> None:
         if self._pool is not None:

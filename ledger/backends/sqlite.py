@@ -13,15 +13,17 @@ import os
 import sqlite3
 import tempfile
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
 import aiosqlite
 import msgspec
 
-from ledger import backfills, projections, schema
+from ledger import backfills, batches, projections, schema
 from ledger.backends import sqlite_writes
+from ledger.backends.sqlite_writes import SELECT_EVENTS
+from ledger.partitions import streams_after
 from ledger.events import decode_event
 from ledger.recorder import (
     CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, Clock, CorruptEvent, Outcome, Recorded, Recorder,
@@ -50,7 +52,6 @@ BACKFILL_CONTENT_TIMES = (
 REMOVE_TEXT = ("UPDATE content SET body = NULL, removed_at_us = ? WHERE content_id IN"
                " (SELECT content_id FROM content WHERE body IS NOT NULL AND created_at_us < ?"
                " ORDER BY created_at_us LIMIT ?)")
-SELECT_EVENTS = "SELECT position, stream_id, version, recorded_at_us, type, data, hash FROM events"
 _COLUMN_TYPES = (int, str, int, int, str, bytes, bytes)  # of a SELECT_EVENTS row
 # Result codes meaning the database cannot be used right now (still locked after the wait, disk
 # full or failing, file unreadable), as opposed to a statement that is wrong.
@@ -81,7 +82,7 @@ def path_of(url: str) -> str:
 
 def _row_to_recorded(row: Sequence[Any]) -> Recorded:
     position, stream_id, version, at, kind, data, digest = row
-    if not all(isinstance(value, t) for value, t in zip(row, _COLUMN_TYPES, strict=True)):
+    if tuple(map(type, row)) != _COLUMN_TYPES:
         # SQLite keeps whatever type is written, e.g. text from an UPDATE using replace()
         raise CorruptEvent(f"event at position {position} has a column of the wrong type:"
                            f" {tuple(type(value).__name__ for value in row)}")
@@ -102,6 +103,7 @@ class _Connections(NamedTuple):
 class SQLiteRecorder(Recorder):
     def __init__(self, path: str, *, timeout_s: float = STATEMENT_TIMEOUT_S, clock: Clock = wall_clock_us) -> None:
         self.path = path
+        self.url = f"sqlite:///{path}"
         self.clock = clock
         self._timeout_s = timeout_s  # how long a write waits for another process's write lock
         self._connections: _Connections | None = None  # while open
@@ -225,6 +227,25 @@ class SQLiteRecorder(Recorder):
         return [_row_to_recorded(row) for row in rows]
 
     @translating
+    async def read_streams(self, after: int, limit: int, low: str, high: str | None) -> list[Recorded]:
+        sql, params = streams_after(SELECT_EVENTS, after, limit, low, high)
+        rows = await self._connected.reader.execute_fetchall(sql, params)
+        return [_row_to_recorded(row) for row in rows]
+
+    @translating
+    async def swap_in(self, rebuilt: Sequence[Recorder], tables: Sequence[str], since: int) -> int:
+        db = self._connected.writer
+        async with self._exclusive():
+            names = [f"rebuilt{n}" for n in range(len(rebuilt))]
+            for name, store in zip(names, rebuilt, strict=True):  # ATTACH is refused inside a transaction
+                await db.execute(f"ATTACH DATABASE ? AS {name}", (cast(SQLiteRecorder, store).path,))
+            try:
+                return await db._execute(sqlite_writes.swap_in, db._conn, names, tables, since, _row_to_recorded)
+            finally:
+                for name in names:
+                    await db.execute(f"DETACH DATABASE {name}")
+
+    @translating
     async def _fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
         rows = await self._connected.reader.execute_fetchall(sql, tuple(params))
         return cast(list[tuple], list(rows))  # typed as sqlite3.Row; with no row_factory set, tuples
@@ -236,7 +257,7 @@ class SQLiteRecorder(Recorder):
             return cursor.rowcount
 
     @translating
-    async def rebuild(self, batches: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
+    async def rebuild(self, events: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
         async with self._exclusive():
             db = self._connected.writer
             await db.execute("BEGIN IMMEDIATE")
@@ -244,9 +265,7 @@ class SQLiteRecorder(Recorder):
                 if reset:
                     for table in projections.TABLES:
                         await db.execute(f"DELETE FROM {table}")
-                async for batch in batches:
-                    for sql, params in projections.grouped(batch):
-                        await db.executemany(sql, params)
+                await _apply_overlapped(db, events)
                 await db.commit()
             except BaseException:
                 await db.rollback()
@@ -265,11 +284,33 @@ class SQLiteRecorder(Recorder):
                 with unavailable_on(is_outage):
                     await reader.execute("COMMIT")
 
+    def opener(self) -> Callable[[str], Recorder]:
+        return SQLiteRecorder.from_url
+
     def scratch(self) -> "SQLiteRecorder":
         directory = None if self.path == ":memory:" else str(Path(self.path).parent)
         fd, path = tempfile.mkstemp(prefix="replay-", suffix=".db", dir=directory)
         os.close(fd)  # the file only reserves the name; the scratch recorder opens it itself
         return _ScratchSQLiteRecorder(path)
+
+
+async def _apply_overlapped(db: aiosqlite.Connection, events: AsyncIterable[list[Recorded]]) -> None:
+    """Each batch's runs written on the connection's thread (one hop per batch) while the next
+    batch is read and folded here: SQLite lets go of the GIL while it works, so the two overlap."""
+    folder = batches.Folder(deferring=True)
+    writing: asyncio.Future | None = None
+    try:
+        async for batch in events:
+            runs = folder.runs(batch)
+            if writing is not None:
+                await writing
+            writing = asyncio.ensure_future(db._execute(sqlite_writes.apply, db._conn, runs))
+        if writing is not None:
+            await writing
+        await db._execute(sqlite_writes.apply, db._conn, folder.flush())
+    finally:
+        if writing is not None and not writing.done():
+            await asyncio.wait([writing])  # the thread finishes it whatever happens: never roll back under it
 
 
 class _ScratchSQLiteRecorder(SQLiteRecorder):
@@ -280,13 +321,18 @@ class _ScratchSQLiteRecorder(SQLiteRecorder):
         self._file_lock = None  # nobody else knows the file: no other process writes it
 
     async def _connect(self) -> aiosqlite.Connection:
-        db = await aiosqlite.connect(self.path, isolation_level=None)
+        db = await super()._connect()  # WAL too: a worker process may fill it while this one has it open
         await db.execute("PRAGMA synchronous = OFF")  # scratch data: durability is pointless
         return db
 
+    async def open(self, migrate: bool = True) -> None:
+        await super().open(migrate)
+        await self._connected.writer.executescript(schema.drop_indexes())  # no query here needs them
+
     async def close(self) -> None:
         await super().close()
-        await asyncio.to_thread(Path(self.path).unlink, missing_ok=True)
+        for suffix in ("", "-wal", "-shm", "-lock", "-lock-gate"):  # the last two: another process opened it
+            await asyncio.to_thread(Path(self.path + suffix).unlink, missing_ok=True)
 
 
 async def _prepare(db: aiosqlite.Connection, migrate: bool) -> None:

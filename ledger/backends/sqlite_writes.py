@@ -10,11 +10,15 @@ transaction.
 """
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from ledger import periods, projections
+from ledger import batches, periods, projections, schema
 from ledger.queries import LAST_POSITION
-from ledger.recorder import Append, Holds, Outcome, accepted, held_by, holding_keys, holds_taken, plan
+from ledger.recorder import Append, Holds, Outcome, Recorded, accepted, held_by, holding_keys, holds_taken, plan
+
+
+SELECT_EVENTS = "SELECT position, stream_id, version, recorded_at_us, type, data, hash FROM events"
+CATCH_UP = 2000  # events applied at once when a rebuilt projection catches up
 
 
 def append(db: sqlite3.Connection, units: Sequence[Append], now_us: int) -> list[Outcome]:
@@ -26,13 +30,42 @@ def append(db: sqlite3.Connection, units: Sequence[Append], now_us: int) -> list
         [(last,)] = db.execute(LAST_POSITION).fetchall()
         outcomes = plan(units, heads, last, now_us, _available(db, units), _room(db, units, now_us),
                         _holds(db, units))
-        for sql, rows in projections.writes(list(accepted(units, outcomes))):
-            db.executemany(sql, rows)
+        apply(db, batches.writes(list(accepted(units, outcomes))))
         db.execute("COMMIT")
     except BaseException:
         db.rollback()
         raise
     return outcomes
+
+
+def apply(db: sqlite3.Connection, runs: Sequence[batches.Run]) -> None:
+    """Run each statement over its rows, in order, in the open transaction."""
+    for sql, rows in runs:
+        db.executemany(sql, rows)
+
+
+def swap_in(db: sqlite3.Connection, rebuilt: Sequence[str], tables: Sequence[str], since: int,
+            decode: Callable[[tuple], Recorded]) -> int:
+    """In one IMMEDIATE transaction: `tables` emptied and filled from the attached databases
+    `rebuilt`, then the events after `since` applied to them; returns the last position applied."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for table in tables:
+            columns = ", ".join(schema.columns(table))
+            db.execute(f"DELETE FROM main.{table}")
+            for name in rebuilt:
+                db.execute(f"INSERT INTO main.{table} ({columns}) SELECT {columns} FROM {name}.{table}")
+        last = since
+        cursor = db.execute(f"{SELECT_EVENTS} WHERE position > ? ORDER BY position", (since,))
+        while rows := cursor.fetchmany(CATCH_UP):
+            recorded = [decode(row) for row in rows]
+            apply(db, batches.only(batches.grouped(recorded), tables))
+            last = recorded[-1].position
+        db.execute("COMMIT")
+    except BaseException:
+        db.rollback()
+        raise
+    return last
 
 
 def _heads(db: sqlite3.Connection, streams: set[str]) -> dict[str, tuple[int, bytes]]:

@@ -22,6 +22,7 @@ from ledger.recorder import (
     InsufficientCredit, Recorder, RecorderClosed, SchemaOutOfDate, Secret, chain_hash,
 )
 from ledger.writer import GroupCommitWriter
+from tests.ledger.audit_contract import AuditContract
 from tests.ledger.budgets_contract import BudgetsContract
 from tests.ledger.claims_contract import ClaimsContract
 from tests.ledger.leases_contract import LeasesContract
@@ -42,7 +43,7 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-class RecorderContract(BudgetsContract, ClaimsContract, LeasesContract, QueriesContract, abc.ABC):
+class RecorderContract(AuditContract, BudgetsContract, ClaimsContract, LeasesContract, QueriesContract, abc.ABC):
     """Shared tests; a subclass provides the backend through the abstract hooks below."""
 
     # -- what a backend's subclass provides -------------------------------------------------
