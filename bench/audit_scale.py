@@ -1,15 +1,21 @@
 """Auditing at scale: how fast, and in how much memory, `gateway ledger verify` and `replay` run
-on a SQLite ledger of N requests, beside the limits of the same machine.
+on a ledger of N requests (SQLite, or PostgreSQL with --backend postgresql), beside the limits of
+the same machine.
 
-Builds the ledger through the real append path (the group-commit writer, as the gateway appends:
-a RequestCompleted and its text per request, bench.ledger_append's units, spread over `--orgs`
-organizations), then times `gateway ledger verify` and `gateway ledger replay` as the operator
-runs them (each its own process; its peak RSS, VmHWM), and beside them two raw scans
-of the same rows in a process of their own: the chain hash alone (sqlite3 + hashlib), and the
-hash plus decoding each event (msgspec). Run it at two sizes to see whether memory grows with
-the ledger.
+Builds the ledger through the real append path (the group-commit writer, as the gateway appends
+with a reservation per request: a CreditsHeld, then the RequestCompleted drawing on it with its
+text and the HoldReleased of the rest, three events a request, over `--orgs` organizations), then
+runs the operator's commands, each its own process (wall time, CPU time from wait4, peak RSS from
+VmHWM): `verify` and `replay` in one process and in one per core (`--jobs`), a routine verification
+from a checkpoint after 1% more traffic, and a replay of one projection; beside them two raw scans
+of the same rows in a process of their own (SQLite only): the chain hash alone (sqlite3 + hashlib),
+and the hash plus decoding each event (msgspec). Run it at two sizes to see whether memory grows.
 
-    python -m bench.audit_scale [--requests 100000] [--orgs 1000] [--json FILE]
+    python -m bench.audit_scale [--requests 100000] [--orgs 1000] [--backend sqlite|postgresql]
+                                [--ledger FILE_OR_URL] [--json FILE]
+
+--ledger keeps the built ledger there (a SQLite file, or a PostgreSQL URL naming a schema), and
+reuses it when it is already there, so a second run measures without building again.
 """
 
 import argparse
@@ -21,27 +27,60 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
+import msgspec
+
 from bench import ledger_append, procs
-from ledger.backends.sqlite import SQLiteRecorder
-from ledger.events import decode_event
-from ledger.recorder import GENESIS_HASH, chain_hash
+from ledger import queries
+from ledger.backends import recorder_for
+from ledger.events import CreditsHeld, Draw, RequestCompleted, decode_event
+from ledger.recorder import GENESIS_HASH, Append, Recorder, chain_hash
+from ledger.writer import GroupCommitWriter
 
 SCAN_BATCH = 10_000
 SCANS = ("hash", "decode")
+CALLERS = 500
+HELD = 2_000_000  # nano-INR reserved per request; the charge (bench.ledger_append) is drawn from it
+PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 
-async def build(path: Path, requests: int, orgs: int) -> None:
-    """The ledger of `requests` requests over `orgs` organizations, appended as the gateway does."""
-    recorder = SQLiteRecorder(str(path))
-    await recorder.open()
-    try:
-        names = [f"org_audit_{n:05d}" for n in range(orgs)]
+def reservation(org_id: str, n: int, run: str) -> tuple[Append, Append]:
+    """One request as the gateway records it with a reservation: the hold, then its charge drawn
+    from it (with its text) and the rest released."""
+    done = ledger_append.request_unit(org_id, n, run)
+    [charge] = done.events
+    assert isinstance(charge, RequestCompleted)
+    key_id, hold_id = charge.key_id, f"hold_{run}_{n:09d}"
+    held = CreditsHeld(hold_id=hold_id, request_id=charge.request_id, amount_inr_nano=HELD, key_id=key_id,
+                       lease_us=60_000_000)
+    drawn = Draw(hold_id=hold_id, amount_inr_nano=charge.charged_inr_nano, key_id=key_id)
+    charge = msgspec.structs.replace(charge, draws=(drawn,))
+    return Append(org_id, [held]), Append(org_id, [charge, held.released(HELD - charge.charged_inr_nano)],
+                                         contents=done.contents)
+
+
+async def build(recorder: Recorder, requests: int, orgs: int, start: int = 0) -> None:
+    """`requests` requests over `orgs` organizations (created first unless `start`), appended as
+    the gateway does, by CALLERS concurrent callers through the group-commit writer."""
+    names = [f"org_audit_{n:05d}" for n in range(orgs)]
+    if not start:
         await recorder.append([unit for name in names for unit in ledger_append.org_units(name)])
-        await ledger_append.drive(recorder, requests, 500, names)
+    writer, run, numbers = GroupCommitWriter(recorder), uuid.uuid4().hex[:8], iter(range(start, start + requests))
+    writer.start()
+
+    async def caller() -> None:
+        for n in numbers:
+            held, done = reservation(names[n % orgs], n, run)
+            for unit in (held, done):
+                if isinstance(outcome := await writer.append(unit), Exception):
+                    raise outcome
+
+    try:
+        await asyncio.gather(*(caller() for _ in range(CALLERS)))
     finally:
-        await recorder.close()
+        await writer.close()
 
 
 def scan(path: Path, decode: bool) -> int:
@@ -65,14 +104,15 @@ def scan(path: Path, decode: bool) -> int:
 
 
 def timed(command: list[str], env: dict[str, str]) -> dict:
-    """Run `command`; its wall time, CPU time (wait4) and peak RSS. The peak is the process's own
-    high-water mark (VmHWM, read every 20 ms until it exits): wait4's ru_maxrss would start from
-    this process's size, which a child inherits at fork."""
+    """Run `command`; its wall time, CPU time (wait4, its children included) and peak RSS. The peak
+    is the process's own high-water mark (VmHWM, read every 20 ms until it exits), and its
+    workers' (the largest of them): wait4's ru_maxrss would start from the size a child inherits."""
     started = time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    peak_kb = 0
+    peak_kb = workers_kb = 0
     while not (ended := os.wait4(process.pid, os.WNOHANG))[0]:
         peak_kb = max(peak_kb, high_water_kb(process.pid) or 0)
+        workers_kb = max([workers_kb, *(high_water_kb(child) or 0 for child in children(process.pid))])
         time.sleep(0.02)
     _, status, usage = ended
     seconds = time.perf_counter() - started
@@ -80,7 +120,8 @@ def timed(command: list[str], env: dict[str, str]) -> dict:
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{command} failed: {output[-500:]!r}")
     return {"seconds": round(seconds, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-            "peak_rss_mb": round(peak_kb / 1024, 1)}
+            "peak_rss_mb": round(peak_kb / 1024, 1), "worker_peak_rss_mb": round(workers_kb / 1024, 1),
+            "output": output.decode().strip()}
 
 
 def high_water_kb(pid: int) -> int | None:
@@ -92,56 +133,148 @@ def high_water_kb(pid: int) -> int | None:
     return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), None)
 
 
-def measure(path: Path, events: int) -> dict[str, dict]:
-    env = {**os.environ, "GATEWAY_LEDGER_URL": f"sqlite:///{path}"}
-    runs = {
-        "verify": [procs.GATEWAY, "ledger", "verify"],
-        "replay": [procs.GATEWAY, "ledger", "replay"],
-        **{f"scan+{kind}": [procs.PYTHON, "-m", "bench.audit_scale", "--scan", kind, "--path", str(path)]
-           for kind in SCANS},
+def children(pid: int) -> list[int]:
+    """The processes a process started (its pool's workers)."""
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def runs(url: str, path: Path | None, cores: int) -> dict[str, list[str]]:
+    """What is measured, in order: name -> command."""
+    gateway = [procs.GATEWAY, "ledger"]
+    commands = {
+        "verify, 1 process": [*gateway, "verify", "--jobs", "1"],
+        f"verify, {cores} processes": [*gateway, "verify", "--jobs", str(cores)],
+        "replay, 1 process": [*gateway, "replay", "--jobs", "1"],
+        f"replay, {cores} processes": [*gateway, "replay", "--jobs", str(cores)],
+        "replay --projection orgs": [*gateway, "replay", "--projection", "orgs", "--jobs", str(cores)],
+        "verify --checkpoint": [*gateway, "verify", "--checkpoint", "--jobs", str(cores)],
     }
+    if path is not None:
+        commands.update({f"scan+{kind}": [procs.PYTHON, "-m", "bench.audit_scale", "--scan", kind, "--path", str(path)]
+                         for kind in SCANS})
+    return commands
+
+
+async def events_in(url: str) -> int:
+    recorder = recorder_for(url)
+    await recorder.open()
+    try:
+        return await queries.last_position(recorder)
+    finally:
+        await recorder.close()
+
+
+async def grow(url: str, requests: int, orgs: int, start: int) -> None:
+    recorder = recorder_for(url)
+    await recorder.open()
+    try:
+        await build(recorder, requests, orgs, start)
+    finally:
+        await recorder.close()
+
+
+def measure(url: str, path: Path | None, requests: int, orgs: int) -> dict[str, dict]:
+    env = {**os.environ, "GATEWAY_LEDGER_URL": url}
+    cores = os.cpu_count() or 1
     results = {}
-    for name, command in runs.items():
+    for name, command in runs(url, path, cores).items():
+        events = asyncio.run(events_in(url))
         result = timed(command, env)
-        results[name] = {**result, "events_per_s": round(events / result["seconds"])}
+        results[name] = {**result, "events": events, "events_per_s": round(events / result["seconds"])}
+    extra = max(1, requests // 100)  # 1% more traffic, then the routine verification from the checkpoint
+    asyncio.run(grow(url, extra, orgs, requests))
+    result = timed([procs.GATEWAY, "ledger", "verify", "--incremental", "--jobs", "1"], env)
+    checked = json.loads(result["output"])["events_checked"]
+    results["verify --incremental (1% more)"] = {**result, "events": checked,
+                                                 "events_per_s": round(checked / result["seconds"])}
     return results
 
 
-def count_events(path: Path) -> int:
-    with sqlite3.connect(path) as db:
-        [(events,)] = db.execute("SELECT count(*) FROM events").fetchall()
-    return int(events)
+def ledger_size(url: str, path: Path | None) -> int:
+    if path is not None:
+        return sum(file.stat().st_size for file in path.parent.iterdir() if file.name.startswith(path.name))
+    return asyncio.run(_pg_size(url))
 
 
-def report(requests: int, events: int, size: int, results: dict[str, dict]) -> None:
-    print(f"SQLite ledger: {requests:,} requests, {events:,} events, {size / 2**20:,.0f} MiB "
-          f"({size / requests:,.0f} bytes per request)")
-    print("| run | seconds | CPU s | events/s | peak RSS MB |\n|---|---|---|---|---|")
-    for name, result in results.items():
-        print(f"| {name} | {result['seconds']} | {result['cpu_s']} | {result['events_per_s']:,} |"
-              f" {result['peak_rss_mb']} |")
+async def _pg_size(url: str) -> int:
+    import asyncpg
+
+    from ledger.backends.postgres import dsn_and_schema
+
+    dsn, schema = dsn_and_schema(url)
+    db = await asyncpg.connect(dsn)
+    try:
+        return int(await db.fetchval("SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n"
+                                     " ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r'", schema))
+    finally:
+        await db.close()
+
+
+async def _drop_schema(url: str) -> None:
+    import asyncpg
+
+    from ledger.backends.postgres import dsn_and_schema
+
+    dsn, schema = dsn_and_schema(url)
+    db = await asyncpg.connect(dsn)
+    try:
+        await db.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    finally:
+        await db.close()
+
+
+def report(backend: str, requests: int, events: int, size: int, built: str, results: dict[str, dict]) -> None:
+    print(f"{backend} ledger: {requests:,} requests, {events:,} events, {size / 2**20:,.0f} MiB "
+          f"({size / requests:,.0f} bytes per request); {built}")
+    print("| run | events | seconds | CPU s | events/s | peak RSS MB (largest worker) |\n|---|---|---|---|---|---|")
+    for name, r in results.items():
+        print(f"| {name} | {r['events']:,} | {r['seconds']} | {r['cpu_s']} | {r['events_per_s']:,} |"
+              f" {r['peak_rss_mb']} ({r['worker_peak_rss_mb']}) |")
+
+
+def prepared(args: argparse.Namespace, directory: str) -> tuple[str, Path | None, str]:
+    """The ledger's URL (and file, for SQLite), built unless it already holds the requests."""
+    if args.backend == "sqlite":
+        path = Path(args.ledger or Path(directory) / "ledger.db").resolve()
+        url = f"sqlite:///{path}"
+    else:
+        path, url = None, args.ledger or f"{PG_URL}?schema=audit_{uuid.uuid4().hex[:8]}"
+    if asyncio.run(events_in(url)) >= 3 * args.requests:
+        return url, path, "built before"
+    started = time.perf_counter()
+    asyncio.run(grow(url, args.requests, args.orgs, 0))
+    seconds = time.perf_counter() - started
+    return url, path, f"built in {seconds:.0f} s ({args.requests / seconds:,.0f} requests/s)"
 
 
 def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="audit-scale-") as directory:
-        path = Path(directory) / "ledger.db"
-        started = time.perf_counter()
-        asyncio.run(build(path, args.requests, args.orgs))
-        built_s = time.perf_counter() - started
-        events = count_events(path)
-        size = sum(file.stat().st_size for file in Path(directory).iterdir())
-        print(f"built in {built_s:.1f} s ({args.requests / built_s:,.0f} requests/s)")
-        results = measure(path, events)
-        report(args.requests, events, size, results)
+        url, path, built = prepared(args, directory)
+        try:
+            print(built, flush=True)
+            events, size = asyncio.run(events_in(url)), ledger_size(url, path)
+            results = measure(url, path, args.requests, args.orgs)
+        finally:
+            if path is None and not args.ledger:
+                asyncio.run(_drop_schema(url))
+        report(args.backend, args.requests, events, size, built, results)
     if args.json:
-        Path(args.json).write_text(json.dumps({"requests": args.requests, "events": events, "bytes": size,
-                                               "build_s": round(built_s, 1), "runs": results}, indent=2) + "\n")
+        Path(args.json).write_text(json.dumps({
+            "backend": args.backend, "requests": args.requests, "events": events, "bytes": size, "built": built,
+            "cores": os.cpu_count(),
+            "runs": {name: {f: v for f, v in run.items() if f != "output"} for name, run in results.items()},
+        }, indent=2) + "\n")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100_000)
     parser.add_argument("--orgs", type=int, default=1_000)
+    parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument("--ledger", help="keep the ledger here (a file, or a PostgreSQL URL) and reuse it")
     parser.add_argument("--json", help="also write the results as JSON to this file")
     parser.add_argument("--scan", choices=SCANS, help=argparse.SUPPRESS)  # the raw scans' own process
     parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)

@@ -61,8 +61,8 @@ class Folder:
     """Folds batches of events into runs. With `deferring`, DEFERRABLE rows are kept across
     batches (at most DEFERRED_ROWS of them) until `flush`."""
 
-    def __init__(self, *, deferring: bool = False, limit: int = DEFERRED_ROWS) -> None:
-        self.deferring, self.limit = deferring, limit
+    def __init__(self, *, deferring: bool = False, limit: int | None = None) -> None:
+        self.deferring, self.limit = deferring, DEFERRED_ROWS if limit is None else limit
         self.deferred: dict[str, dict[tuple, tuple]] = {}
 
     def runs(self, recorded: Iterable[Recorded]) -> list[Run]:

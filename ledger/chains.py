@@ -17,6 +17,10 @@ BATCH = 5000  # events read at once
 PREDECESSORS = ("WITH p(stream_id, version) AS (VALUES {pairs}) SELECT e.stream_id, e.version, e.hash"
                 " FROM p JOIN events e ON e.stream_id = p.stream_id AND e.version = p.version WHERE e.position < ?")
 PAIR = "(CAST(? AS TEXT), CAST(? AS BIGINT))"  # typed, for PostgreSQL
+# Stored event rows by (stream, version), at or before a position: ? pairs, then the position.
+EVENTS_AT = ("WITH p(stream_id, version) AS (VALUES {pairs}) SELECT e.position, e.stream_id, e.version, e.type,"
+             " e.recorded_at_us, e.data, e.hash FROM p JOIN events e ON e.stream_id = p.stream_id"
+             " AND e.version = p.version WHERE e.position <= ?")
 LOOKUPS = 400  # streams looked up in one query (two parameters each)
 
 
@@ -71,17 +75,28 @@ def check_chain(batch: list[Recorded], heads: dict[str, Head], last: int) -> tup
 
 
 async def heads_changed(recorder: Recorder, heads: dict[str, Head], upto: int) -> list[str]:
-    """Where the stored log no longer holds the heads a checkpoint at `upto` named: a rewritten
-    head would otherwise pass, since the events after it link to the checkpoint's hash."""
-    found: dict[str, Head] = {}
-    pairs = [(stream, version) for stream, (version, _) in heads.items()]
-    for start in range(0, len(pairs), LOOKUPS):
-        chunk = pairs[start:start + LOOKUPS]
-        sql = PREDECESSORS.format(pairs=", ".join([PAIR] * len(chunk)))
-        rows = await recorder._fetch(sql, [value for pair in chunk for value in pair] + [upto + 1])
-        found.update({stream: (version, bytes(digest)) for stream, version, digest in rows})
+    """Where the stored log no longer holds the heads a checkpoint at `upto` named, each head
+    rehashed from its stored event and the hash before it: a rewritten head would otherwise pass,
+    since the events after it link to the checkpoint's hash."""
+    wanted = [(s, v - step) for s, (v, _) in heads.items() for step in (0, 1) if v - step > 0]
+    stored: dict[tuple[str, int], tuple] = {}
+    for start in range(0, len(wanted), LOOKUPS):
+        chunk = wanted[start:start + LOOKUPS]
+        sql = EVENTS_AT.format(pairs=", ".join([PAIR] * len(chunk)))
+        rows = await recorder._fetch(sql, [value for pair in chunk for value in pair] + [upto])
+        stored.update({(row[1], row[2]): row for row in rows})
     return [f"stream {stream} v{version}: no longer the event the checkpoint at {upto} verified"
-            for stream, (version, digest) in sorted(heads.items()) if found.get(stream) != (version, digest)]
+            for stream, (version, digest) in sorted(heads.items())
+            if not _holds(stored.get((stream, version)), stored.get((stream, version - 1)), digest)]
+
+
+def _holds(row: tuple | None, before: tuple | None, digest: bytes) -> bool:
+    """Whether a stored event row still hashes, from the hash before it, to `digest`."""
+    if row is None:
+        return False
+    position, stream_id, version, kind, recorded_at_us, data, stored = row
+    prev = bytes(before[-1]) if before is not None else GENESIS_HASH
+    return bytes(stored) == digest == chain_hash(prev, position, stream_id, version, kind, recorded_at_us, bytes(data))
 
 
 async def _look_up(recorder: Recorder, batch: list[Recorded], heads: dict[str, Head], first: int) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from gateway.catalogue import SHIPPED_PATH
 from ledger.recorder import SCHEMA_VERSION
+from tests.ledger.ledger_helpers import run_sql
 from tests.support import PROVIDER_KEY, auth, chat_body, decimal_json
 from tests.gateway.gateway_helpers import (
     children_of, clean_env, cmdline, count_events, gateway_process, is_running,
@@ -275,6 +276,32 @@ async def test_verify_and_replay_pass_after_traffic(gateway, org, config, tmp_pa
     again = await run_cli_async("ledger", "verify", "--config", cfg)
     assert again.returncode == 0
     assert one_json_object(again.stdout)["ok"] is True
+
+
+def test_verify_from_a_checkpoint_checks_only_what_came_after_it(cfg):
+    org = new_org(cfg, "--credits-inr", "5")
+    assert ok("ledger", "verify", "--checkpoint", "--config", cfg) == {
+        "ok": True, "events_checked": 3, "problems": [], "verified_upto": 3, "full": True, "checkpoint_position": 4}
+    ok("admin", "add-credits", org["org_id"], "2", "--config", cfg)
+    assert ok("ledger", "verify", "--incremental", "--config", cfg) == {
+        "ok": True, "events_checked": 2, "problems": [], "verified_upto": 5, "full": False, "checkpoint_position": 6}
+    assert ok("ledger", "verify", "--full", "--jobs", "2", "--config", cfg) == {
+        "ok": True, "events_checked": 6, "problems": []}
+
+
+def test_replay_of_one_projection_in_two_processes(cfg, db):
+    org = new_org(cfg, "--credits-inr", "5")
+    run_sql(db, "UPDATE orgs SET credits_inr_nano = 0", "UPDATE api_keys SET name = 'forged'")
+    assert ok("ledger", "replay", "--projection", "orgs", "--jobs", "2", "--config", cfg) == {
+        "replayed_events": 3, "ok": True}
+    assert ok("admin", "balance", org["org_id"], "--config", cfg)["balance_inr"] == Decimal("5")
+    verified = run_cli("ledger", "verify", "--config", cfg)
+    assert verified.returncode == 1 and "api_keys: row 0 differs" in verified.stdout
+
+
+def test_replay_of_a_projection_that_does_not_exist_is_refused_by_name(cfg):
+    result = run_cli("ledger", "replay", "--projection", "balances", "--config", cfg)
+    assert result.returncode == 2 and "argument --projection: invalid choice: 'balances'" in result.stderr
 
 
 # --- serve ----------------------------------------------------------------------------------

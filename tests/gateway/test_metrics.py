@@ -6,6 +6,7 @@ import signal
 
 import aiohttp
 
+from ledger import audit
 from tests.gateway.gateway_helpers import clean_env, gateway_process, json_lines, run_cli_async
 from tests.support import PROVIDER_KEY, auth, chat_body, request_events, samples, value
 
@@ -78,3 +79,14 @@ async def test_with_workers_any_scrape_sums_every_worker(sim_url, tmp_path):
         workers = {line["worker"] for line in json_lines(served.stderr) if line.get("event") == "request"}
         assert await served.stop(signal.SIGTERM) == 0
     assert len(workers) == 2
+
+
+async def test_metrics_show_the_last_verified_position_and_its_age(gateway, org):
+    found = samples(await (await gateway.client.get("/metrics")).text())
+    assert value(found, "gateway_ledger_verified_position") == 0  # never verified: no age either
+    assert ("gateway_ledger_verified_age_seconds", ()) not in found
+    verified, at = await audit.keep_verified(gateway.ledger.recorder)
+    assert verified.problems == [] and at is not None
+    found = samples(await (await gateway.client.get("/metrics")).text())
+    assert value(found, "gateway_ledger_verified_position") == verified.upto
+    assert 0 <= value(found, "gateway_ledger_verified_age_seconds") < 60

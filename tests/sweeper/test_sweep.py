@@ -2,14 +2,15 @@
 
 import asyncio
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
-from ledger import audit
+from ledger import audit, checkpoints
 from ledger.backends.sqlite import SQLiteRecorder
 from storage.objects import ObjectStore
 from tests.support import count_objects
 from sweeper.sweep import NO_STORAGE, Sweeper
 from ledger.queries import DUE_MEDIA, DUE_TEXT
+from tests.ledger.ledger_helpers import run_sql
 from tests.sweeper.sweeper_helpers import DAY, created_at, expiry_events, host_tracks
 
 MICROSECOND = timedelta(microseconds=1)
@@ -162,3 +163,29 @@ async def test_the_work_list_is_read_through_the_partial_indexes(recorder):
         plan = " ".join(row[3] for row in await recorder._fetch("EXPLAIN QUERY PLAN " + query, params))
         assert f"USING INDEX {index} (created_at_us>? AND created_at_us<?)" in plan or \
             f"USING INDEX {index} (created_at_us<?)" in plan, plan
+
+
+async def test_a_pass_keeps_the_ledger_verified_from_checkpoint_to_checkpoint(recorder, store, s3_client, tmp_path):
+    await host_tracks(recorder, s3_client, store.bucket, 2)
+    later = await created_at(recorder) + 31 * DAY
+    first = await Sweeper(recorder, store, retention_days=30, checkpoint_interval_s=300).run_pass(later)
+    latest = await checkpoints.latest(recorder)
+    assert latest is not None and (first.checkpoint, first.verified_upto) == (latest.position, latest.verified.upto)
+    assert first.deleted == 2 and first.ledger_problems == [] and latest.verified.full  # the first: everything
+    again = await Sweeper(recorder, store, retention_days=30, checkpoint_interval_s=300).run_pass(later)
+    assert (again.checkpoint, again.verified_upto) == (None, 0)  # the last one is not 300 s old yet
+
+    run_sql(recorder.path, "DROP TRIGGER events_are_immutable",
+            ("UPDATE events SET recorded_at_us = recorded_at_us + 1 WHERE position = ?", [latest.verified.upto]))
+    eager = await Sweeper(recorder, store, retention_days=30, checkpoint_interval_s=1e-6).run_pass(later)
+    assert eager.checkpoint is None and eager.ledger_problems == [
+        f"stream {latest.verified.heads[0].stream_id} v{latest.verified.heads[0].version}:"
+        f" no longer the event the checkpoint at {latest.verified.upto} verified"]
+    assert (await checkpoints.latest(recorder)) == latest
+
+
+async def test_a_sweeper_set_not_to_verify_records_no_checkpoint(recorder, store):
+    report = await Sweeper(recorder, store, retention_days=30, checkpoint_interval_s=0).run_pass(
+        datetime.now(UTC))
+    assert (report.checkpoint, report.verified_upto) == (None, 0)
+    assert await checkpoints.latest(recorder) is None
