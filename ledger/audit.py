@@ -2,10 +2,11 @@
 
 `verify` checks the global positions are gapless, every stream's versions are gapless, every
 hash links to its predecessor (ledger.chains), and that a replay of all events into scratch
-stores yields exactly the stored projection tables. `replay` rebuilds projections beside the live
-ones and swaps them in. Both hold a batch of events, each stream's head and a page of each
-projection at a time, so their memory does not grow with the ledger; with `workers` above one,
-they split the work over that many processes (ledger.partitions, ledger.parallel).
+stores yields exactly the stored projection tables, reading each event once for both. From a
+checkpoint (ledger.checkpoints) it checks only the chains of what came after. `replay` rebuilds
+projections beside the live ones and swaps them in. Both hold a batch of events, each stream's
+head and a page of each projection at a time, so their memory does not grow with the ledger; with
+`workers` above one, each process takes a share of the streams (ledger.partitions, ledger.parallel).
 """
 
 import os
@@ -15,8 +16,8 @@ from typing import NamedTuple
 from ledger import chains, checkpoints, projections, queries
 from ledger.chains import Head
 from ledger.parallel import Crew
-from ledger.partitions import StreamRange, position_ranges, stream_ranges
-from ledger.recorder import Recorded, Recorder
+from ledger.partitions import StreamRange, stream_ranges
+from ledger.recorder import CorruptEvent, LedgerError, Recorded, Recorder
 
 Progress = Callable[[int, int], None]
 PAGE_ROWS = 5000  # rows of each copy of a projection compared at once: what verify's memory holds
@@ -62,6 +63,33 @@ async def rebuild_share(live: Recorder, scratch: Recorder, streams: StreamRange,
     await scratch.rebuild(share_of(live, streams, upto), reset=False)
 
 
+async def verify_share(live: Recorder, scratch: Recorder, streams: StreamRange, upto: int
+                       ) -> tuple[int, list[str], dict[str, Head]]:
+    """Check a share of the streams' chains up to `upto` while projecting its events into an empty
+    scratch store, reading each event once: (events checked, problems, each stream's head)."""
+    heads: dict[str, Head] = {}
+    problems: list[str] = []
+    counted = [0, 0]  # events checked, the last position (when the share is every stream)
+
+    async def checked() -> AsyncIterator[list[Recorded]]:
+        async for batch in share_of(live, streams, upto):
+            if streams == EVERY_STREAM:  # the whole log in order: its positions are checked here too
+                counted[1], found = chains.check_chain(batch, heads, counted[1])
+            else:
+                found = chains.check_links(batch, heads)
+            problems.extend(found)
+            counted[0] += len(batch)
+            yield batch
+
+    try:
+        await scratch.rebuild(checked(), reset=False)
+    except CorruptEvent as exc:
+        return 0, [str(exc)], heads
+    except LedgerError as exc:  # a log the chains already fault may not even project
+        return counted[0], problems or [f"the log does not replay: {exc}"], heads
+    return counted[0], problems, heads
+
+
 class Verification(NamedTuple):
     checked: int  # events read
     problems: list[str]  # none: the ledger verifies
@@ -81,20 +109,40 @@ async def verification(recorder: Recorder, *, workers: int = 1, incremental: boo
     ledger when there is none): their chains, continuing from its heads, not the projections."""
     async with recorder.snapshot():
         last = await queries.last_position(recorder)
-        start = await checkpoints.latest(recorder) if incremental else None
-        first, heads = (start.verified.upto + 1, start.heads()) if start else (1, {})
-        async with Crew(workers_for(recorder, last - first + 1, workers)) as crew:
-            spans = position_ranges(first, last, crew.workers)
-            results = await crew.map(chains.check_range, [
-                ([recorder], (a, b, heads if a == first and start else None)) for a, b in spans])
-            for _, _, found in results:
-                heads.update(found)
-            checked, problems = sum(n for n, _, _ in results), [p for _, found, _ in results for p in found]
-            if start:
-                problems = await chains.heads_changed(recorder, start.heads(), start.verified.upto) + problems
-            if problems or start:
-                return Verification(checked, problems, last, heads, full=False)
-            return Verification(checked, await _verify_projections(crew, recorder, last), last, heads, full=True)
+        if incremental and (start := await checkpoints.latest(recorder)) is not None:
+            return await _from_checkpoint(recorder, start, last)
+        async with Crew(workers_for(recorder, last, workers)) as crew:
+            return await _verify_all(crew, recorder, last)
+
+
+async def _from_checkpoint(recorder: Recorder, start: checkpoints.Checkpoint, last: int) -> Verification:
+    checked, problems, heads = await chains.check_range(recorder, start.verified.upto + 1, last, start.heads())
+    problems = await chains.heads_changed(recorder, start.heads(), start.verified.upto) + problems
+    return Verification(checked, problems, last, heads, full=False)
+
+
+async def _verify_all(crew: Crew, recorder: Recorder, last: int) -> Verification:
+    shares = await stream_ranges(recorder, crew.workers) if crew.workers > 1 else [EVERY_STREAM]
+    async with Scratches(recorder, len(shares)) as scratches:
+        results = await crew.map(verify_share, [([recorder, scratch], (share, last))
+                                                for scratch, share in zip(scratches, shares, strict=True)])
+        checked, problems = sum(n for n, _, _ in results), [p for _, found, _ in results for p in found]
+        heads = {stream: head for _, _, found in results for stream, head in found.items()}
+        if len(shares) > 1 and not await chains.gapless(recorder, last):
+            checked, problems, heads = await chains.check_range(recorder, 1, last)  # one pass says where
+        if problems:
+            return Verification(checked, problems, last, heads, full=False)
+        return Verification(checked, await _compare(recorder, scratches, shares), last, heads, full=True)
+
+
+async def _compare(recorder: Recorder, scratches: list[Recorder], shares: list[StreamRange]) -> list[str]:
+    """The first difference between the stored projections and the replayed shares, if any."""
+    for table in projections.TABLES:
+        for scratch, share in zip(scratches, shares, strict=True):
+            orgs = None if share == EVERY_STREAM else share
+            if difference := await first_difference(table, recorder, scratch, orgs=orgs):
+                return [difference]
+    return []
 
 
 def workers_for(recorder: Recorder, events: int, asked: int) -> int:
@@ -104,18 +152,6 @@ def workers_for(recorder: Recorder, events: int, asked: int) -> int:
     if asked > 0:
         return asked
     return min(os.cpu_count() or 1, MAX_AUTO_WORKERS) if events >= PARALLEL_FROM else 1
-
-
-async def _verify_projections(crew: Crew, recorder: Recorder, last: int) -> list[str]:
-    shares = await stream_ranges(recorder, crew.workers) if crew.workers > 1 else [EVERY_STREAM]
-    async with Scratches(recorder, len(shares)) as scratches:
-        await _rebuild_shares(crew, recorder, scratches, shares, last)
-        for table in projections.TABLES:
-            for scratch, share in zip(scratches, shares, strict=True):
-                orgs = None if share == EVERY_STREAM else share
-                if difference := await first_difference(table, recorder, scratch, orgs=orgs):
-                    return [difference]
-    return []
 
 
 async def _rebuild_shares(crew: Crew, recorder: Recorder, scratches: list[Recorder], shares: list[StreamRange],

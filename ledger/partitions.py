@@ -1,8 +1,8 @@
-"""Splitting the log for parallel work: position ranges for chains, stream ranges for projections.
+"""Splitting the log for parallel work: shares of the streams, by name.
 
-A stream's events depend on one another (its chain, its org's rows), so projections are rebuilt
-per share of the streams, each share in a process of its own; chains need only the head before a
-range (ledger.chains), so they are checked per share of the positions.
+A stream's events depend on one another (its chain, its org's projection rows) and on nothing
+else, so a share of the streams is verified and replayed on its own, in a process of its own;
+every projection row is of one org (org_id), so a share's rows are its orgs' rows.
 """
 
 from ledger.recorder import Recorder
@@ -10,14 +10,6 @@ from ledger.recorder import Recorder
 StreamRange = tuple[str, str | None]  # streams named from the first up to, not including, the second
 FIRST_STREAMS = "SELECT count(*) FROM events WHERE version = 1"
 NTH_STREAM = "SELECT stream_id FROM events WHERE version = 1 ORDER BY stream_id LIMIT 1 OFFSET ?"
-
-
-def position_ranges(first: int, last: int, shares: int) -> list[tuple[int, int]]:
-    """[first, last] cut into at most `shares` consecutive ranges of nearly equal size (none if empty)."""
-    size = last - first + 1
-    shares = max(1, min(shares, size))
-    bounds = [first - 1 + size * n // shares for n in range(shares + 1)]
-    return [(bounds[n] + 1, bounds[n + 1]) for n in range(shares) if bounds[n + 1] > bounds[n]]
 
 
 async def stream_ranges(recorder: Recorder, shares: int) -> list[StreamRange]:

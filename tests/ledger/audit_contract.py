@@ -57,6 +57,14 @@ class AuditContract:
         assert [p for p in problems if "hash mismatch" in p and p.startswith(("position 3 ", f"position {MANY - 2} "))]
         assert {p.split()[1] for p in problems if p.endswith("hash mismatch")} >= {"3", str(MANY - 2)}
 
+    async def test_verify_in_two_processes_says_where_an_event_is_missing(self, recorder, tmp_path):
+        await populate_many(recorder)
+        for statement in self.drop_immutability():
+            await self.execute_raw(tmp_path, statement)
+        await self.execute_raw(tmp_path, "DELETE FROM events WHERE position = 20")
+        checked, problems = await audit.verify(recorder, workers=2)
+        assert checked == MANY - 1 and problems[0] == "position 21 follows 19: the log has a gap"
+
     async def test_replay_in_two_processes_rebuilds_identical_rows(self, recorder, tmp_path):
         await populate_many(recorder)
         before = await projection_tables(recorder)

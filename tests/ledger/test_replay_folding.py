@@ -8,14 +8,12 @@ import tempfile
 from pathlib import Path
 
 import msgspec
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger import audit, batches
 from ledger.backends.sqlite import SQLiteRecorder
 from ledger.events import Draw, HoldsRenewed
-from ledger.partitions import position_ranges
 from tests.ledger.ledger_helpers import credits, hold, key, org, projection_tables, release, request, revoke, unit
 
 DAY = 86_400_000_000
@@ -91,14 +89,3 @@ def test_a_replay_in_any_batches_writing_carried_rows_at_any_point_rebuilds_the_
             asyncio.run(run(Path(tmp) / "ledger.db", sequence, size, carried))
     finally:
         batches.DEFERRED_ROWS = rows
-
-
-@pytest.mark.parametrize("first,last,shares,expected", [
-    (1, 10, 3, [(1, 3), (4, 6), (7, 10)]),
-    (1, 2, 4, [(1, 1), (2, 2)]),  # never more ranges than positions
-    (5, 5, 2, [(5, 5)]),
-    (8, 7, 2, []),  # nothing after a checkpoint at the end
-    (1, 10, 1, [(1, 10)]),
-])
-def test_positions_are_cut_into_consecutive_ranges_covering_them_once(first, last, shares, expected):
-    assert position_ranges(first, last, shares) == expected
