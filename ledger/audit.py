@@ -27,10 +27,10 @@ PARALLEL_FROM = 200_000  # events from which `workers=0` splits the work: below,
 MAX_AUTO_WORKERS = 8
 
 
-async def batches(recorder: Recorder, *, upto: int | None = None, size: int = BATCH,
+async def batches(recorder: Recorder, *, after: int = 0, upto: int | None = None, size: int = BATCH,
                   progress: Progress | None = None) -> AsyncIterator[list[Recorded]]:
-    """Every event in position order, in batches, stopping at `upto` if given."""
-    after, total = 0, upto or 0
+    """Every event after position `after` in position order, in batches, stopping at `upto` if given."""
+    total = upto or 0
     while batch := await recorder.read(after, size):
         if upto is not None:
             batch = [r for r in batch if r.position <= upto]
@@ -220,7 +220,12 @@ async def replay(recorder: Recorder, progress: Progress | None = None, *, worker
                 await scratches[0].rebuild(batches(recorder, upto=since, progress=progress), reset=False)
             else:
                 await _rebuild_shares(crew, recorder, scratches, shares, since)
-            return await recorder.swap_in(scratches, tables, since)
+            await scratches[0].absorb(scratches[1:], tables)
+            async with recorder.exclusive():  # appends wait from here: bring it up to date, swap it in
+                end = await queries.last_position(recorder)
+                await scratches[0].rebuild(batches(recorder, after=since, upto=end), reset=False)
+                await recorder.swap_in(scratches[0], tables)
+            return end
 
 
 async def keep_verified(recorder: Recorder, *, workers: int = 1, incremental: bool = True

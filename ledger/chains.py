@@ -29,7 +29,7 @@ async def check_range(recorder: Recorder, first: int, last: int, start: dict[str
     every stream starting from its head in `start` (a checkpoint's), or from nothing. An
     undecodable event is the one problem then."""
     heads = dict(start or {})
-    checked, at, problems = 0, first - 1, []
+    checked, at, problems = 0, first - 1, list[str]()
     try:
         async for batch in ranged(recorder, first, last):
             at, found = check_chain(batch, heads, at)

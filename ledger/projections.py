@@ -262,8 +262,8 @@ def select_page(table: str, after: tuple | None, limit: int, orgs: tuple[str, st
     keys, conditions, params = TABLES[table], [], list(after or ())
     if after:
         conditions.append(f"({keys}) > ({', '.join('?' * len(after))})")
-    if orgs is not None:
-        conditions.append("org_id >= ?" if orgs[1] is None else "org_id >= ? AND org_id < ?")
+    if orgs is not None:  # concatenated: read in key order through the key's index, never sorted
+        conditions.append("(org_id || '') >= ?" if orgs[1] is None else "(org_id || '') >= ? AND (org_id || '') < ?")
         params += [org for org in orgs if org is not None]
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     return f"SELECT {keys}, * FROM {table}{where} ORDER BY {keys} LIMIT ?", (*params, limit)

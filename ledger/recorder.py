@@ -362,11 +362,18 @@ class Recorder(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def swap_in(self, rebuilt: Sequence["Recorder"], tables: Sequence[str], since: int) -> int:
-        """Replace the projection `tables` by the union of `rebuilt`'s (scratch stores of this
-        backend, together the projection of the log up to position `since`), brought up to date
-        with the events recorded after `since`; returns the last position they hold. The write
-        lock is held only for that: readers go on meanwhile, appends wait for it."""
+    def exclusive(self) -> "AbstractAsyncContextManager[None]":
+        """While entered, no append commits, in this process or another: the write lock is held."""
+
+    @abc.abstractmethod
+    async def absorb(self, others: Sequence["Recorder"], tables: Sequence[str]) -> None:
+        """Of a scratch store: add the rows of `others`' `tables` (scratch stores of this backend,
+        other shares of the streams) to its own, and make it ready to be swapped in."""
+
+    @abc.abstractmethod
+    async def swap_in(self, rebuilt: "Recorder", tables: Sequence[str]) -> None:
+        """Inside `exclusive()`: make `tables` hold exactly the rows of `rebuilt`'s (a scratch store
+        of this backend), at once for every reader. Readers go on meanwhile; appends wait."""
 
     @abc.abstractmethod
     def snapshot(self) -> "AbstractAsyncContextManager[None]":

@@ -72,7 +72,6 @@ READ_UNDER_LOCK = (
     + ") AS q(key_id, room)"
     " UNION ALL SELECT 'hold', hold_id, amount_inr_nano, NULL FROM holds WHERE hold_id = ANY($6::text[])"
     " UNION ALL SELECT 'lapse', hold_id, lapses_at_us, NULL FROM holds WHERE hold_id = ANY($6::text[])")
-CATCH_UP = 2000  # events applied at once when a rebuilt projection catches up
 REMOVE_TEXT = ("UPDATE content SET body = NULL, removed_at_us = $1 WHERE content_id IN"
                " (SELECT content_id FROM content WHERE body IS NOT NULL AND created_at_us < $2"
                " ORDER BY created_at_us LIMIT $3)")
@@ -251,33 +250,31 @@ class PostgresRecorder(Recorder):
             rows = await db.fetch(numbered(sql), *params)
         return [_recorded(row) for row in rows]
 
-    @translating
-    async def swap_in(self, rebuilt: Sequence[Recorder], tables: Sequence[str], since: int) -> int:
-        stores = [cast(PostgresRecorder, store) for store in rebuilt]
-        await stores[0].gather(stores[1:], tables)
+    @contextlib.asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[None]:
         async with self._connection() as db, db.transaction():
-            await db.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)  # no append meanwhile
-            for table in tables:  # the rebuilt table, with its indexes, takes the live one's place
-                await db.execute(f"DROP TABLE {self.schema}.{table}")
-                await db.execute(f"ALTER TABLE {stores[0].schema}.{table} SET SCHEMA {self.schema}")
-            last = since
-            while batch := [_recorded(row) for row in await db.fetch(
-                    f"{SELECT_EVENTS} WHERE position > $1 ORDER BY position LIMIT $2", last, CATCH_UP)]:
-                await self._apply(db, batches.only(batches.grouped(batch), tables))
-                last = batch[-1].position
-        return last
+            await db.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)
+            yield
 
-    async def gather(self, others: Sequence["PostgresRecorder"], tables: Sequence[str]) -> None:
-        """Add the rows of `others`' `tables` to this store's, then index them as the live ones are."""
+    @translating
+    async def absorb(self, others: Sequence[Recorder], tables: Sequence[str]) -> None:
         async with self._connection() as db:
             for table in tables:
                 columns = ", ".join(schema.columns(table))
                 for other in others:
                     await db.execute(f"INSERT INTO {self.schema}.{table} ({columns})"
-                                     f" SELECT {columns} FROM {other.schema}.{table}")
+                                     f" SELECT {columns} FROM {cast(PostgresRecorder, other).schema}.{table}")
             if indexes := schema.create_indexes(partial=False, tables=tables) + schema.create_indexes(
                     partial=True, tables=tables):
-                await db.execute(indexes)
+                await db.execute(indexes)  # built once, before the swap, not row by row
+
+    @translating
+    async def swap_in(self, rebuilt: Recorder, tables: Sequence[str]) -> None:
+        source = cast(PostgresRecorder, rebuilt).schema
+        async with self._connection() as db, db.transaction():
+            for table in tables:  # the rebuilt table, with its indexes, takes the live one's place
+                await db.execute(f"DROP TABLE {self.schema}.{table}")
+                await db.execute(f"ALTER TABLE {source}.{table} SET SCHEMA {self.schema}")
 
     @translating
     async def _fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
@@ -295,12 +292,15 @@ class PostgresRecorder(Recorder):
     async def rebuild(self, events: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
         folder = batches.Folder(deferring=True)
         async with self._connection() as db, db.transaction():
-            await db.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)  # no append meanwhile
+            await self._lock_appends(db)
             if reset:
                 await db.execute(f"TRUNCATE {', '.join(projections.TABLES)}")
             async for batch in events:
                 await self._apply(db, folder.runs(batch))
             await self._apply(db, folder.flush())
+
+    async def _lock_appends(self, db: asyncpg.Connection) -> None:
+        await db.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)  # no append meanwhile
 
     @contextlib.asynccontextmanager
     async def snapshot(self) -> AsyncIterator[None]:
@@ -364,7 +364,11 @@ async def _read_under_lock(db: asyncpg.Connection, units: Sequence[Append], now_
 
 
 class _ScratchPostgresRecorder(PostgresRecorder):
-    """A throwaway schema for verification; dropped when the recorder is closed."""
+    """A throwaway schema for verification and replay; dropped when the recorder is closed."""
+
+    async def _lock_appends(self, db: asyncpg.Connection) -> None:
+        """Nobody appends to a scratch store; and the lock (one per database) may be the live
+        store's, held by the replay that is bringing this one up to date to swap it in."""
 
     async def open(self, migrate: bool = True) -> None:
         await super().open(migrate)

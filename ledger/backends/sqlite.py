@@ -232,18 +232,31 @@ class SQLiteRecorder(Recorder):
         rows = await self._connected.reader.execute_fetchall(sql, params)
         return [_row_to_recorded(row) for row in rows]
 
+    def exclusive(self) -> "contextlib.AbstractAsyncContextManager[None]":
+        return self._exclusive()
+
     @translating
-    async def swap_in(self, rebuilt: Sequence[Recorder], tables: Sequence[str], since: int) -> int:
+    async def absorb(self, others: Sequence[Recorder], tables: Sequence[str]) -> None:
+        for other in others:
+            async with self._attached(cast(SQLiteRecorder, other).path) as name:
+                db = self._connected.writer
+                await db._execute(sqlite_writes.copy_rows, db._conn, name, tables)
+
+    @translating
+    async def swap_in(self, rebuilt: Recorder, tables: Sequence[str]) -> None:
+        async with self._attached(cast(SQLiteRecorder, rebuilt).path) as name:
+            db = self._connected.writer
+            await db._execute(sqlite_writes.patch, db._conn, name, tables)
+
+    @contextlib.asynccontextmanager
+    async def _attached(self, path: str) -> AsyncIterator[str]:
+        """Another database file attached to the writer connection, under the name yielded."""
         db = self._connected.writer
-        async with self._exclusive():
-            names = [f"rebuilt{n}" for n in range(len(rebuilt))]
-            for name, store in zip(names, rebuilt, strict=True):  # ATTACH is refused inside a transaction
-                await db.execute(f"ATTACH DATABASE ? AS {name}", (cast(SQLiteRecorder, store).path,))
-            try:
-                return await db._execute(sqlite_writes.swap_in, db._conn, names, tables, since, _row_to_recorded)
-            finally:
-                for name in names:
-                    await db.execute(f"DETACH DATABASE {name}")
+        await db.execute("ATTACH DATABASE ? AS other", (path,))  # refused inside a transaction: none is open
+        try:
+            yield "other"
+        finally:
+            await db.execute("DETACH DATABASE other")
 
     @translating
     async def _fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
@@ -314,25 +327,39 @@ async def _apply_overlapped(db: aiosqlite.Connection, events: AsyncIterable[list
 
 
 class _ScratchSQLiteRecorder(SQLiteRecorder):
-    """A throwaway store for verification; its file is removed when it is closed."""
+    """A throwaway store for verification and replay; its file is removed when the recorder that
+    made it (its owner) is closed. A worker process joins it by URL (`opener`), never owning it."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, owner: bool = True) -> None:
         super().__init__(path)
-        self._file_lock = None  # nobody else knows the file: no other process writes it
+        self.owner = owner
+        self._file_lock = None  # one process writes it at a time: the owner's, or one worker
+
+    @classmethod
+    def joined(cls, url: str) -> "SQLiteRecorder":
+        return cls(path_of(url), owner=False)
+
+    def opener(self) -> Callable[[str], Recorder]:
+        return _ScratchSQLiteRecorder.joined
 
     async def _connect(self) -> aiosqlite.Connection:
-        db = await super()._connect()  # WAL too: a worker process may fill it while this one has it open
-        await db.execute("PRAGMA synchronous = OFF")  # scratch data: durability is pointless
+        db = await aiosqlite.connect(self.path, isolation_level=None)
+        await db.execute(f"PRAGMA busy_timeout = {int(self._timeout_s * 1000)}")
+        # Scratch data: durability is pointless, and a rebuild is one transaction into a new file,
+        # which a write-ahead log would only make SQLite write twice.
+        await db.execute("PRAGMA journal_mode = MEMORY")
+        await db.execute("PRAGMA synchronous = OFF")
         return db
 
     async def open(self, migrate: bool = True) -> None:
         await super().open(migrate)
-        await self._connected.writer.executescript(schema.drop_indexes())  # no query here needs them
+        if self.owner:
+            await self._connected.writer.executescript(schema.drop_indexes())  # no query here needs them
 
     async def close(self) -> None:
         await super().close()
-        for suffix in ("", "-wal", "-shm", "-lock", "-lock-gate"):  # the last two: another process opened it
-            await asyncio.to_thread(Path(self.path + suffix).unlink, missing_ok=True)
+        if self.owner:
+            await asyncio.to_thread(Path(self.path).unlink, missing_ok=True)
 
 
 async def _prepare(db: aiosqlite.Connection, migrate: bool) -> None:

@@ -10,15 +10,14 @@ transaction.
 """
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ledger import batches, periods, projections, schema
 from ledger.queries import LAST_POSITION
-from ledger.recorder import Append, Holds, Outcome, Recorded, accepted, held_by, holding_keys, holds_taken, plan
+from ledger.recorder import Append, Holds, Outcome, accepted, held_by, holding_keys, holds_taken, plan
 
 
 SELECT_EVENTS = "SELECT position, stream_id, version, recorded_at_us, type, data, hash FROM events"
-CATCH_UP = 2000  # events applied at once when a rebuilt projection catches up
 
 
 def append(db: sqlite3.Connection, units: Sequence[Append], now_us: int) -> list[Outcome]:
@@ -44,28 +43,34 @@ def apply(db: sqlite3.Connection, runs: Sequence[batches.Run]) -> None:
         db.executemany(sql, rows)
 
 
-def swap_in(db: sqlite3.Connection, rebuilt: Sequence[str], tables: Sequence[str], since: int,
-            decode: Callable[[tuple], Recorded]) -> int:
-    """In one IMMEDIATE transaction: `tables` emptied and filled from the attached databases
-    `rebuilt`, then the events after `since` applied to them; returns the last position applied."""
+def copy_rows(db: sqlite3.Connection, source: str, tables: Sequence[str]) -> None:
+    """Add every row of the attached database `source`'s `tables` to the main database's."""
     db.execute("BEGIN IMMEDIATE")
     try:
         for table in tables:
             columns = ", ".join(schema.columns(table))
-            db.execute(f"DELETE FROM main.{table}")
-            for name in rebuilt:
-                db.execute(f"INSERT INTO main.{table} ({columns}) SELECT {columns} FROM {name}.{table}")
-        last = since
-        cursor = db.execute(f"{SELECT_EVENTS} WHERE position > ? ORDER BY position", (since,))
-        while rows := cursor.fetchmany(CATCH_UP):
-            recorded = [decode(row) for row in rows]
-            apply(db, batches.only(batches.grouped(recorded), tables))
-            last = recorded[-1].position
+            db.execute(f"INSERT INTO main.{table} ({columns}) SELECT {columns} FROM {source}.{table}")
         db.execute("COMMIT")
     except BaseException:
         db.rollback()
         raise
-    return last
+
+
+def patch(db: sqlite3.Connection, source: str, tables: Sequence[str]) -> None:
+    """Make the main database's `tables` equal to the attached `source`'s in one transaction,
+    writing only the rows that differ (none, for a ledger that verifies): the rows it lacks are
+    deleted, and each row it holds otherwise is written whole."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for table in tables:
+            columns, keys = ", ".join(schema.columns(table)), projections.TABLES[table]
+            db.execute(f"DELETE FROM main.{table} WHERE ({keys}) NOT IN (SELECT {keys} FROM {source}.{table})")
+            db.execute(f"INSERT OR REPLACE INTO main.{table} ({columns}) SELECT {columns} FROM {source}.{table}"
+                       f" EXCEPT SELECT {columns} FROM main.{table}")
+        db.execute("COMMIT")
+    except BaseException:
+        db.rollback()
+        raise
 
 
 def _heads(db: sqlite3.Connection, streams: set[str]) -> dict[str, tuple[int, bytes]]:

@@ -18,7 +18,7 @@ import pytest
 from gateway.catalogue import SHIPPED_PATH
 from ledger.recorder import SCHEMA_VERSION
 from tests.ledger.ledger_helpers import run_sql
-from tests.support import PROVIDER_KEY, auth, chat_body, decimal_json
+from tests.support import PROVIDER_KEY, auth, chat_body, decimal_json, request_events
 from tests.gateway.gateway_helpers import (
     children_of, clean_env, cmdline, count_events, gateway_process, is_running,
     json_lines, ledger_toml, one_json_object, port_is_open, run_cli, run_cli_async, write_config,
@@ -302,6 +302,32 @@ def test_replay_of_one_projection_in_two_processes(cfg, db):
 def test_replay_of_a_projection_that_does_not_exist_is_refused_by_name(cfg):
     result = run_cli("ledger", "replay", "--projection", "balances", "--config", cfg)
     assert result.returncode == 2 and "argument --projection: invalid choice: 'balances'" in result.stderr
+
+
+async def test_a_replay_in_two_processes_swaps_in_while_the_gateway_serves(gateway, org, config, tmp_path):
+    """Requests keep being answered and charged while `ledger replay` rebuilds every projection
+    beside the live ones and swaps them in; afterwards everything verifies and no charge is lost."""
+    cfg = str(write_config(tmp_path, f'[ledger]\nurl = "{config.ledger.url}"\n'))
+
+    async def traffic() -> list[int]:
+        statuses = []
+        for n in range(40):
+            response = await gateway.client.post("/v1/chat/completions", json=chat_body(f"n{n} [sim:tokens=3]"),
+                                                 headers=auth(org["api_key"]))
+            await response.read()
+            statuses.append(response.status)
+        return statuses
+
+    statuses, replayed = await asyncio.gather(traffic(), run_cli_async("ledger", "replay", "--jobs", "2",
+                                                                       "--config", cfg))
+    assert replayed.returncode == 0, replayed.stderr
+    assert statuses == [200] * 40
+    charged = sum(e.charged_inr_nano for e in await request_events(gateway))
+    [(spent,)] = await gateway.ledger.recorder._fetch("SELECT spent_inr_nano FROM orgs WHERE org_id = ?",
+                                                      [org["org_id"]])
+    assert spent == charged > 0
+    verified = await run_cli_async("ledger", "verify", "--jobs", "2", "--config", cfg)
+    assert verified.returncode == 0 and one_json_object(verified.stdout)["ok"] is True
 
 
 # --- serve ----------------------------------------------------------------------------------

@@ -178,9 +178,9 @@ async def test_a_pass_keeps_the_ledger_verified_from_checkpoint_to_checkpoint(re
     run_sql(recorder.path, "DROP TRIGGER events_are_immutable",
             ("UPDATE events SET recorded_at_us = recorded_at_us + 1 WHERE position = ?", [latest.verified.upto]))
     eager = await Sweeper(recorder, store, retention_days=30, checkpoint_interval_s=1e-6).run_pass(later)
+    head, upto = latest.verified.heads[0], latest.verified.upto
     assert eager.checkpoint is None and eager.ledger_problems == [
-        f"stream {latest.verified.heads[0].stream_id} v{latest.verified.heads[0].version}:"
-        f" no longer the event the checkpoint at {latest.verified.upto} verified"]
+        f"stream {head.stream_id} v{head.version}: no longer the event the checkpoint at {upto} verified"]
     assert (await checkpoints.latest(recorder)) == latest
 
 
