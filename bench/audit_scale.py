@@ -20,6 +20,7 @@ reuses it when it is already there, so a second run measures without building ag
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sqlite3
@@ -35,7 +36,7 @@ import msgspec
 from bench import ledger_append, procs
 from ledger import queries
 from ledger.backends import recorder_for
-from ledger.events import CreditsHeld, Draw, RequestCompleted, decode_event
+from ledger.events import CreditsAdded, CreditsHeld, Draw, RequestCompleted, decode_event
 from ledger.recorder import GENESIS_HASH, Append, Recorder, chain_hash
 from ledger.writer import GroupCommitWriter
 
@@ -184,6 +185,11 @@ def measure(url: str, path: Path | None, requests: int, orgs: int) -> dict[str, 
         events = asyncio.run(events_in(url))
         result = timed(command, env)
         results[name] = {**result, "events": events, "events_per_s": round(events / result["seconds"])}
+    during = asyncio.run(appending_during(url, [procs.GATEWAY, "ledger", "replay", "--jobs", str(cores)], env))
+    events = asyncio.run(events_in(url))
+    results[f"replay, {cores} processes, appending meanwhile"] = {
+        **during, "cpu_s": 0, "peak_rss_mb": 0, "worker_peak_rss_mb": 0, "events": events,
+        "events_per_s": round(events / during["seconds"])}
     extra = max(1, requests // 100)  # 1% more traffic, then the routine verification from the checkpoint
     asyncio.run(grow(url, extra, orgs, requests))
     result = timed([procs.GATEWAY, "ledger", "verify", "--incremental", "--jobs", "1"], env)
@@ -191,6 +197,31 @@ def measure(url: str, path: Path | None, requests: int, orgs: int) -> dict[str, 
     results["verify --incremental (1% more)"] = {**result, "events": checked,
                                                  "events_per_s": round(checked / result["seconds"])}
     return results
+
+
+async def appending_during(url: str, command: list[str], env: dict[str, str]) -> dict:
+    """Run `command` while appending a small unit every 20 ms (as the gateway would go on
+    charging); how long the command took and the longest any append waited."""
+    recorder = recorder_for(url)
+    await recorder.open()
+    try:
+        process = await asyncio.create_subprocess_exec(*command, env=env, stdout=asyncio.subprocess.DEVNULL,
+                                                       stderr=asyncio.subprocess.DEVNULL)
+        started, waits = time.perf_counter(), []
+        while process.returncode is None:
+            began = time.perf_counter()
+            [outcome] = await recorder.append([Append("org_audit_00000", [CreditsAdded(amount_inr_nano=1)])])
+            if isinstance(outcome, Exception):
+                raise outcome
+            waits.append(time.perf_counter() - began)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(process.wait(), 0.02)
+        if process.returncode:
+            raise SystemExit(f"{command} failed")
+        return {"seconds": round(time.perf_counter() - started, 2), "appends": len(waits),
+                "longest_append_wait_s": round(max(waits), 3)}
+    finally:
+        await recorder.close()
 
 
 def ledger_size(url: str, path: Path | None) -> int:
@@ -233,6 +264,9 @@ def report(backend: str, requests: int, events: int, size: int, built: str, resu
     for name, r in results.items():
         print(f"| {name} | {r['events']:,} | {r['seconds']} | {r['cpu_s']} | {r['events_per_s']:,} |"
               f" {r['peak_rss_mb']} ({r['worker_peak_rss_mb']}) |")
+        if "longest_append_wait_s" in r:
+            print(f"|   (meanwhile {r['appends']} appends, one every 20 ms; the longest waited"
+                  f" {r['longest_append_wait_s']} s) | | | | | |")
 
 
 def prepared(args: argparse.Namespace, directory: str) -> tuple[str, Path | None, str]:

@@ -1,6 +1,7 @@
 """The audit benchmark (`python -m bench.audit_scale`) works end to end on a small ledger: built
-through the append path, verified and replayed by the real `gateway ledger` commands, scanned
-raw. Only what it reports is checked, never how fast anything was."""
+through the append path, verified and replayed by the real `gateway ledger` commands (in one
+process and in two, a checkpoint, then from it), scanned raw. Only what it reports is checked,
+never how fast anything was."""
 
 import json
 import os
@@ -20,8 +21,16 @@ def test_a_small_ledger_is_built_verified_replayed_and_scanned(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(out.read_text())
     assert result["requests"] == REQUESTS
-    assert result["events"] == REQUESTS + 3 * ORGS  # a RequestCompleted each; org, credits, key per org
-    assert set(result["runs"]) == {"verify", "replay", "scan+hash", "scan+decode"}
+    assert result["events"] == 3 * REQUESTS + 3 * ORGS  # hold, charge, release each; org, credits, key per org
+    cores = result["cores"]
+    assert set(result["runs"]) == {
+        "verify, 1 process", f"verify, {cores} processes", "replay, 1 process", f"replay, {cores} processes",
+        "replay --projection orgs", "verify --checkpoint", "scan+hash", "scan+decode",
+        f"replay, {cores} processes, appending meanwhile", "verify --incremental (1% more)"}
     for run in result["runs"].values():
-        assert run["seconds"] > 0 and run["peak_rss_mb"] > 0 and run["events_per_s"] > 0
-    assert "| verify |" in done.stdout and "bytes per request" in done.stdout
+        assert run["seconds"] > 0 and run["events_per_s"] > 0
+        assert run["peak_rss_mb"] > 0 or "appends" in run  # that one is timed from this side
+    # what came after the checkpoint: its own event and 1% more requests (three events each)
+    assert result["runs"]["verify --incremental (1% more)"]["events"] == 1 + 3 * (REQUESTS // 100)
+    assert result["runs"][f"replay, {cores} processes, appending meanwhile"]["appends"] >= 1
+    assert "| verify, 1 process |" in done.stdout and "bytes per request" in done.stdout
