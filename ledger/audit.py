@@ -221,11 +221,23 @@ async def replay(recorder: Recorder, progress: Progress | None = None, *, worker
             else:
                 await _rebuild_shares(crew, recorder, scratches, shares, since)
             await scratches[0].absorb(scratches[1:], tables)
-            async with recorder.exclusive():  # appends wait from here: bring it up to date, swap it in
-                end = await queries.last_position(recorder)
-                await scratches[0].rebuild(batches(recorder, after=since, upto=end), reset=False)
-                await recorder.swap_in(scratches[0], tables)
-            return end
+            return await recorder.swap_in(scratches[0], tables, Follower(recorder, scratches[0], since).catch_up)
+
+
+class Follower:
+    """Keeps a rebuilt store up to date with the log while it is being swapped in."""
+
+    def __init__(self, live: Recorder, rebuilt: Recorder, since: int) -> None:
+        self.live, self.rebuilt, self.caught = live, rebuilt, since
+
+    async def catch_up(self) -> int:
+        """Project what was appended since the last call into the rebuilt store (under the live
+        store's write lock: nothing more comes meanwhile); the position it then holds."""
+        end = await queries.last_position(self.live)
+        if end > self.caught:
+            await self.rebuilt.rebuild(batches(self.live, after=self.caught, upto=end), reset=False)
+            self.caught = end
+        return end
 
 
 async def keep_verified(recorder: Recorder, *, workers: int = 1, incremental: bool = True

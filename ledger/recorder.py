@@ -371,9 +371,12 @@ class Recorder(abc.ABC):
         other shares of the streams) to its own, and make it ready to be swapped in."""
 
     @abc.abstractmethod
-    async def swap_in(self, rebuilt: "Recorder", tables: Sequence[str]) -> None:
-        """Inside `exclusive()`: make `tables` hold exactly the rows of `rebuilt`'s (a scratch store
-        of this backend), at once for every reader. Readers go on meanwhile; appends wait."""
+    async def swap_in(self, rebuilt: "Recorder", tables: Sequence[str], catch_up: Callable[[], Awaitable[int]]
+                      ) -> int:
+        """Make `tables` hold exactly the rows of `rebuilt`'s (a scratch store of this backend, a
+        replay of the log). Each step holds the write lock (`exclusive()`) and first awaits
+        `catch_up`, which brings `rebuilt` up to the last position and returns it; returns the
+        position the tables hold at the end. Readers go on throughout; appends wait for a step."""
 
     @abc.abstractmethod
     def snapshot(self) -> "AbstractAsyncContextManager[None]":

@@ -14,7 +14,7 @@ import re
 import time
 import uuid
 from typing import cast
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
@@ -269,12 +269,16 @@ class PostgresRecorder(Recorder):
                 await db.execute(indexes)  # built once, before the swap, not row by row
 
     @translating
-    async def swap_in(self, rebuilt: Recorder, tables: Sequence[str]) -> None:
+    async def swap_in(self, rebuilt: Recorder, tables: Sequence[str], catch_up: Callable[[], Awaitable[int]]
+                      ) -> int:
         source = cast(PostgresRecorder, rebuilt).schema
-        async with self._connection() as db, db.transaction():
-            for table in tables:  # the rebuilt table, with its indexes, takes the live one's place
-                await db.execute(f"DROP TABLE {self.schema}.{table}")
-                await db.execute(f"ALTER TABLE {source}.{table} SET SCHEMA {self.schema}")
+        async with self.exclusive():  # one step: bring it up to date, then a rename per table
+            end = await catch_up()
+            async with self._connection() as db, db.transaction():
+                for table in tables:  # the rebuilt table, with its indexes, takes the live one's place
+                    await db.execute(f"DROP TABLE {self.schema}.{table}")
+                    await db.execute(f"ALTER TABLE {source}.{table} SET SCHEMA {self.schema}")
+        return end
 
     @translating
     async def _fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:

@@ -13,7 +13,7 @@ import os
 import sqlite3
 import tempfile
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
@@ -91,6 +91,9 @@ def _row_to_recorded(row: Sequence[Any]) -> Recorded:
     except msgspec.DecodeError as exc:
         raise CorruptEvent(f"event at position {position} does not decode: {exc}") from exc
     return Recorded(position, stream_id, version, at, kind, event, data, digest)
+
+
+PATCHED_ROWS = 20_000  # rows of a table a replay's swap compares (and writes, where they differ) per lock held
 
 
 class _Connections(NamedTuple):
@@ -243,10 +246,21 @@ class SQLiteRecorder(Recorder):
                 await db._execute(sqlite_writes.copy_rows, db._conn, name, tables)
 
     @translating
-    async def swap_in(self, rebuilt: Recorder, tables: Sequence[str]) -> None:
+    async def swap_in(self, rebuilt: Recorder, tables: Sequence[str], catch_up: Callable[[], Awaitable[int]]
+                      ) -> int:
+        # SQLite has one writer, so the tables are patched a range of keys at a time, each under
+        # the write lock for a moment, from a rebuilt store brought up to date each time: a range
+        # once patched stays right, as the appends after it change it as they change any row.
+        end = 0
         async with self._attached(cast(SQLiteRecorder, rebuilt).path) as name:
             db = self._connected.writer
-            await db._execute(sqlite_writes.patch, db._conn, name, tables)
+            for table in tables:
+                ranges = await db._execute(sqlite_writes.key_ranges, db._conn, name, table, PATCHED_ROWS)
+                for low, high in ranges:
+                    async with self._exclusive():
+                        end = await catch_up()
+                        await db._execute(sqlite_writes.patch, db._conn, name, table, low, high)
+        return end
 
     @contextlib.asynccontextmanager
     async def _attached(self, path: str) -> AsyncIterator[str]:

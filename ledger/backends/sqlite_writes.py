@@ -9,6 +9,7 @@ plan() decides (versions, positions, hashes, holds) is still read and decided in
 transaction.
 """
 
+import itertools
 import sqlite3
 from collections.abc import Sequence
 
@@ -56,21 +57,40 @@ def copy_rows(db: sqlite3.Connection, source: str, tables: Sequence[str]) -> Non
         raise
 
 
-def patch(db: sqlite3.Connection, source: str, tables: Sequence[str]) -> None:
-    """Make the main database's `tables` equal to the attached `source`'s in one transaction,
-    writing only the rows that differ (none, for a ledger that verifies): the rows it lacks are
-    deleted, and each row it holds otherwise is written whole."""
+def key_ranges(db: sqlite3.Connection, source: str, table: str, rows: int) -> list[tuple[tuple | None, tuple | None]]:
+    """`table`'s keys cut into ranges [low, high) of about `rows` rows of the attached `source`'s
+    (None: no bound), together covering every key."""
+    keys = projections.TABLES[table]
+    cuts = [tuple(row) for row in db.execute(
+        f"SELECT {keys} FROM (SELECT {keys}, row_number() OVER (ORDER BY {keys}) AS n FROM {source}.{table})"
+        f" WHERE n % ? = 0 ORDER BY {keys}", (rows,))]
+    bounds: list[tuple | None] = [None, *cuts, None]
+    return list(itertools.pairwise(bounds))
+
+
+def patch(db: sqlite3.Connection, source: str, table: str, low: tuple | None, high: tuple | None) -> None:
+    """Make the main database's `table` equal to the attached `source`'s for the keys from `low` up
+    to `high` (None: no bound), in one transaction, writing only the rows that differ (none, for a
+    ledger that verifies): those it lacks are deleted, each it holds otherwise is written whole."""
+    columns, keys = ", ".join(schema.columns(table)), projections.TABLES[table]
+    within, params = _between(keys, low, high)
     db.execute("BEGIN IMMEDIATE")
     try:
-        for table in tables:
-            columns, keys = ", ".join(schema.columns(table)), projections.TABLES[table]
-            db.execute(f"DELETE FROM main.{table} WHERE ({keys}) NOT IN (SELECT {keys} FROM {source}.{table})")
-            db.execute(f"INSERT OR REPLACE INTO main.{table} ({columns}) SELECT {columns} FROM {source}.{table}"
-                       f" EXCEPT SELECT {columns} FROM main.{table}")
+        db.execute(f"DELETE FROM main.{table} WHERE {within} AND ({keys}) NOT IN"
+                   f" (SELECT {keys} FROM {source}.{table} WHERE {within})", params * 2)
+        db.execute(f"INSERT OR REPLACE INTO main.{table} ({columns}) SELECT {columns} FROM {source}.{table}"
+                   f" WHERE {within} EXCEPT SELECT {columns} FROM main.{table} WHERE {within}", params * 2)
         db.execute("COMMIT")
     except BaseException:
         db.rollback()
         raise
+
+
+def _between(keys: str, low: tuple | None, high: tuple | None) -> tuple[str, tuple]:
+    marks = lambda bound: ", ".join("?" * len(bound))  # noqa: E731
+    conditions = [f"({keys}) >= ({marks(low)})"] if low else []
+    conditions += [f"({keys}) < ({marks(high)})"] if high else []
+    return " AND ".join(conditions) or "1", (*(low or ()), *(high or ()))
 
 
 def _heads(db: sqlite3.Connection, streams: set[str]) -> dict[str, tuple[int, bytes]]:

@@ -14,13 +14,15 @@ import pytest
 
 from ledger import audit
 from ledger.recorder import DatabaseError
+from ledger.backends import sqlite as sqlite_module
 from ledger.backends.sqlite import SQLiteRecorder, path_of
 from ledger.backends.timeouts import STATEMENT_TIMEOUT_S
 from ledger.writer import GroupCommitWriter
 from tests.ledger.ledger_helpers import (
-    POPULATED, append_ok, content, credits, hold, org, populate, request, run_sql, unit,
+    POPULATED, append_ok, content, credits, hold, org, populate, projection_tables, request, run_sql, unit,
 )
 from tests.ledger.recorder_contract import RecorderContract
+from tests.ledger.audit_contract import MANY, populate_many
 
 
 class TestSQLiteRecorder(RecorderContract):
@@ -205,3 +207,25 @@ async def test_a_failed_open_leaves_no_connection_thread_behind(tmp_path):
         await SQLiteRecorder(str(path)).open()
     await asyncio.sleep(0.1)  # a closed connection's thread ends on its own
     assert {t.ident for t in threading.enumerate() if t.is_alive()} <= before
+
+
+async def test_a_replay_patches_a_range_of_keys_at_a_time_and_appends_go_on_between(sqlite_recorder, tmp_path,
+                                                                                    monkeypatch):
+    """With ranges of two rows, every table is patched in many steps, each under the write lock
+    for a moment: a deleted, a changed and a forged row are all repaired, and appends made
+    meanwhile land in the repaired tables."""
+    monkeypatch.setattr(sqlite_module, "PATCHED_ROWS", 2)
+    await populate_many(sqlite_recorder)
+    before = await projection_tables(sqlite_recorder)
+    run_sql(tmp_path / "ledger.db", "DELETE FROM holds WHERE hold_id = 'org2-g'",
+            "UPDATE orgs SET spent_inr_nano = 0 WHERE org_id = 'org5'",
+            "INSERT INTO provider_keys (org_id, provider, fingerprint, set_at_us) VALUES ('org1', 'x', 'y', 0)")
+
+    async def spend(n: int) -> None:
+        await append_ok(sqlite_recorder, unit("org3", request(f"during-{n}", charged=1, key_id="org3-k")))
+
+    replayed, *_ = await asyncio.gather(audit.replay(sqlite_recorder), *(spend(n) for n in range(20)))
+    after = await projection_tables(sqlite_recorder)
+    assert replayed == MANY + 20 and after["holds"] == before["holds"] and after["provider_keys"] == []
+    assert [row[5] for row in after["orgs"] if row[0] == "org5"] == [47]
+    assert await audit.verify(sqlite_recorder) == (MANY + 20, [])
