@@ -49,13 +49,9 @@ async def share_of(recorder: Recorder, streams: StreamRange, upto: int, size: in
         async for batch in batches(recorder, upto=upto, size=size, progress=progress):
             yield batch
         return
-    after = 0
-    while batch := await recorder.read_streams(after, size, *streams):
-        batch = [r for r in batch if r.position <= upto]
-        if not batch:
-            return
-        after = batch[-1].position
-        yield batch
+    for after in range(0, upto, size):  # a window of positions at a time: some hold none of the share's
+        if batch := await recorder.read_streams(after, min(size, upto - after), *streams):
+            yield batch
 
 
 async def rebuild_share(live: Recorder, scratch: Recorder, streams: StreamRange, upto: int) -> None:

@@ -24,9 +24,12 @@ async def stream_ranges(recorder: Recorder, shares: int) -> list[StreamRange]:
     return [(start, end) for start, end in zip(starts, [*cuts, None], strict=True)]
 
 
-def streams_after(select: str, after: int, limit: int, low: str, high: str | None) -> tuple[str, tuple]:
-    """`select` (events) narrowed to a stream range after a position, in position order. The
-    concatenation keeps the database from reading through the stream index and sorting."""
-    where = "position > ? AND (stream_id || '') >= ?" + (" AND (stream_id || '') < ?" if high is not None else "")
-    return (f"{select} WHERE {where} ORDER BY position LIMIT ?",
-            (after, low, *(() if high is None else (high,)), limit))
+def streams_after(select: str, after: int, span: int, low: str, high: str | None) -> tuple[str, tuple]:
+    """`select` (events) narrowed to a stream range and the positions after `after` up to
+    `after + span`, in position order. Bounding the positions keeps every read a short walk of the
+    position index whatever plan the database picks (a share may hold few of them); the
+    concatenation keeps it from reading through the stream index and sorting."""
+    where = "position > ? AND position <= ? AND (stream_id || '') >= ?" + (
+        " AND (stream_id || '') < ?" if high is not None else "")
+    return (f"{select} WHERE {where} ORDER BY position",
+            (after, after + span, low, *(() if high is None else (high,))))

@@ -337,9 +337,10 @@ class Recorder(abc.ABC):
         """All events of one stream, in version order."""
 
     @abc.abstractmethod
-    async def read_streams(self, after: int, limit: int, low: str, high: str | None) -> list[Recorded]:
-        """Events with position > `after` of the streams named from `low` up to, not including,
-        `high` (None: no end), in position order, at most `limit`: one share of a parallel replay."""
+    async def read_streams(self, after: int, span: int, low: str, high: str | None) -> list[Recorded]:
+        """Events at positions after `after` up to `after + span` of the streams named from `low`
+        up to, not including, `high` (None: no end), in position order: one share of a parallel
+        replay (possibly none of them, though more follow)."""
 
     @abc.abstractmethod
     async def _fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:

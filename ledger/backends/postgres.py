@@ -244,8 +244,8 @@ class PostgresRecorder(Recorder):
         return [_recorded(row) for row in rows]
 
     @translating
-    async def read_streams(self, after: int, limit: int, low: str, high: str | None) -> list[Recorded]:
-        sql, params = streams_after(SELECT_EVENTS, after, limit, low, high)
+    async def read_streams(self, after: int, span: int, low: str, high: str | None) -> list[Recorded]:
+        sql, params = streams_after(SELECT_EVENTS, after, span, low, high)
         async with self._reader() as db:
             rows = await db.fetch(numbered(sql), *params)
         return [_recorded(row) for row in rows]
@@ -320,7 +320,7 @@ class PostgresRecorder(Recorder):
         return PostgresRecorder.from_url
 
     def scratch(self) -> "PostgresRecorder":
-        return _ScratchPostgresRecorder(self._dsn, f"replay_{uuid.uuid4().hex[:16]}", pool_size=2)
+        return _ScratchPostgresRecorder(self._dsn, f"replay_{uuid.uuid4().hex[:16]}")
 
 
 def _json_field(name: str) -> str:
@@ -368,7 +368,21 @@ async def _read_under_lock(db: asyncpg.Connection, units: Sequence[Append], now_
 
 
 class _ScratchPostgresRecorder(PostgresRecorder):
-    """A throwaway schema for verification and replay; dropped when the recorder is closed."""
+    """A throwaway schema for verification and replay; dropped when the recorder that made it (its
+    owner) is closed. A worker process joins it by URL (`opener`), never owning it. Its statements
+    are whole tables at a time (a rebuild is one transaction), so they get the time a migration gets."""
+
+    def __init__(self, dsn: str, schema: str, *, owner: bool = True) -> None:
+        super().__init__(dsn, schema, pool_size=2, timeout_s=MIGRATE_TIMEOUT_S)
+        self.owner = owner
+
+    @classmethod
+    def joined(cls, url: str) -> "PostgresRecorder":
+        dsn, schema = dsn_and_schema(url)
+        return cls(dsn, schema, owner=False)
+
+    def opener(self) -> Callable[[str], Recorder]:
+        return _ScratchPostgresRecorder.joined
 
     async def _lock_appends(self, db: asyncpg.Connection) -> None:
         """Nobody appends to a scratch store; and the lock (one per database) may be the live
@@ -376,11 +390,12 @@ class _ScratchPostgresRecorder(PostgresRecorder):
 
     async def open(self, migrate: bool = True) -> None:
         await super().open(migrate)
-        async with self._connection() as db:
-            await db.execute(schema.drop_indexes(self.schema))  # filled only to be compared: no query here needs them
+        if self.owner:
+            async with self._connection() as db:
+                await db.execute(schema.drop_indexes(self.schema))  # no query here needs them
 
     async def close(self) -> None:
-        if self._pool is not None:
+        if self._pool is not None and self.owner:
             async with self._connection() as db:
                 await db.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
         await super().close()

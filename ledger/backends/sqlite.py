@@ -230,8 +230,8 @@ class SQLiteRecorder(Recorder):
         return [_row_to_recorded(row) for row in rows]
 
     @translating
-    async def read_streams(self, after: int, limit: int, low: str, high: str | None) -> list[Recorded]:
-        sql, params = streams_after(SELECT_EVENTS, after, limit, low, high)
+    async def read_streams(self, after: int, span: int, low: str, high: str | None) -> list[Recorded]:
+        sql, params = streams_after(SELECT_EVENTS, after, span, low, high)
         rows = await self._connected.reader.execute_fetchall(sql, params)
         return [_row_to_recorded(row) for row in rows]
 
