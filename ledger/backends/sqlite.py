@@ -12,7 +12,6 @@ import contextlib
 import os
 import sqlite3
 import tempfile
-import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, cast
@@ -20,35 +19,17 @@ from typing import Any, NamedTuple, cast
 import aiosqlite
 import msgspec
 
-from ledger import backfills, batches, projections, schema
-from ledger.backends import sqlite_writes
+from ledger import batches, projections, schema
+from ledger.backends import sqlite_schema, sqlite_writes
 from ledger.backends.sqlite_writes import SELECT_EVENTS
 from ledger.partitions import streams_after
 from ledger.events import decode_event
 from ledger.recorder import (
-    CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, Clock, CorruptEvent, Outcome, Recorded, Recorder,
-    RecorderClosed, isolating_rejections, out_of_date, wall_clock_us,
+    Append, Clock, CorruptEvent, Outcome, Recorded, Recorder, RecorderClosed, isolating_rejections, wall_clock_us,
 )
 from ledger.backends.timeouts import MIGRATE_TIMEOUT_S, STATEMENT_TIMEOUT_S, reporting_outages, unavailable_on
 from ledger.backends import write_lock
 
-# The triggers are SQLite's own; tables and indexes are ledger.schema's. The partial indexes
-# come after the upgrade (ledger.schema.create_indexes), which adds the columns they cover.
-SCHEMA = schema.create_tables(postgres=False) + """
-CREATE TRIGGER IF NOT EXISTS events_are_immutable BEFORE UPDATE ON events
-BEGIN SELECT RAISE(ABORT, 'ledger events are immutable'); END;
-CREATE TRIGGER IF NOT EXISTS events_are_permanent BEFORE DELETE ON events
-BEGIN SELECT RAISE(ABORT, 'ledger events cannot be deleted'); END;
-""" + schema.create_indexes(partial=False)
-INDEXES = schema.create_indexes(partial=True)
-
-# Content written before it carried its time takes the time of the row that references it.
-BACKFILL_CONTENT_TIMES = (
-    "ALTER TABLE content ADD COLUMN created_at_us INTEGER NOT NULL DEFAULT 0",
-    ("UPDATE content SET created_at_us = COALESCE("
-     " (SELECT created_at_us FROM request_log r WHERE r.content_id = content.content_id),"
-     " (SELECT created_at_us FROM music_tracks m WHERE content.content_id"
-     " IN (m.prompt_content_id, m.text_content_id)), 0)"))
 REMOVE_TEXT = ("UPDATE content SET body = NULL, removed_at_us = ? WHERE content_id IN"
                " (SELECT content_id FROM content WHERE body IS NOT NULL AND created_at_us < ?"
                " ORDER BY created_at_us LIMIT ?)")
@@ -155,7 +136,7 @@ class SQLiteRecorder(Recorder):
             async with self._exclusive(MIGRATE_TIMEOUT_S):
                 writer = await self._connect()
                 try:
-                    await _prepare(writer, migrate)
+                    await sqlite_schema.prepare(writer, migrate)
                 except BaseException:
                     await writer.close()  # a failed open keeps no connection: its thread would outlive us
                     raise
@@ -380,65 +361,3 @@ class _ScratchSQLiteRecorder(SQLiteRecorder):
         await super().close()
         if self.owner:
             await asyncio.to_thread(Path(self.path).unlink, missing_ok=True)
-
-
-async def _prepare(db: aiosqlite.Connection, migrate: bool) -> None:
-    if migrate:
-        await _create_or_migrate(db)
-    elif (found := await _version(db)) != SCHEMA_VERSION:
-        raise out_of_date(found)
-
-
-async def _create_or_migrate(db: aiosqlite.Connection) -> None:
-    # Under open's exclusive turn, which waits for another process's upgrade as long as an
-    # upgrade may take, not just as long as one write may.
-    await db.executescript(SCHEMA)
-    await _migrate(db)
-    await db.executescript(INDEXES)
-
-
-async def _version(db: aiosqlite.Connection) -> int:
-    await db.execute(SCHEMA_VERSIONS)  # an empty table is version 0: nothing to do
-    [(version,)] = await db.execute_fetchall(CURRENT_VERSION)
-    return version
-
-
-async def _migrate(db: aiosqlite.Connection) -> None:
-    """Bring a ledger made by an earlier version up to this schema, once."""
-    if await _version(db) >= SCHEMA_VERSION:
-        return  # current: nothing to write, so no SQLite write transaction is begun
-    await db.execute("BEGIN IMMEDIATE")  # another process may be opening the same file
-    try:
-        if await _version(db) < SCHEMA_VERSION:  # it may have migrated while we waited
-            await _upgrade(db)
-            await db.execute("INSERT INTO ledger_schema (version, applied_at_us) VALUES (?, ?)",
-                             (SCHEMA_VERSION, time.time_ns() // 1000))
-        await db.commit()
-    except BaseException:
-        await db.rollback()
-        raise
-
-
-async def _upgrade(db: aiosqlite.Connection) -> None:
-    if not await _has_column(db, "content", "created_at_us"):
-        for statement in BACKFILL_CONTENT_TIMES:
-            await db.execute(statement)
-    if not await _has_column(db, "api_keys", "last_used_at_us"):
-        await db.execute("ALTER TABLE api_keys ADD COLUMN last_used_at_us INTEGER")
-    if not await _has_column(db, "idempotency_keys", "running_until_us"):  # v6; older rows are settled
-        await db.execute("ALTER TABLE idempotency_keys ADD COLUMN running_until_us INTEGER NOT NULL DEFAULT 0")
-    if not await _has_column(db, "api_keys", "held_inr_nano"):  # v7; older holds name no key
-        await db.execute("ALTER TABLE api_keys ADD COLUMN held_inr_nano INTEGER NOT NULL DEFAULT 0")
-    if not await _has_column(db, "request_log", "anomaly"):  # v8
-        await db.execute("ALTER TABLE request_log ADD COLUMN anomaly TEXT NOT NULL DEFAULT ''")
-    for statement in backfills.all_of(_json_field):
-        await db.execute(statement)
-
-
-def _json_field(name: str) -> str:
-    return f"json_extract(CAST(data AS TEXT), '$.{name}')"
-
-
-async def _has_column(db: aiosqlite.Connection, table: str, column: str) -> bool:
-    columns = await db.execute_fetchall(f"PRAGMA table_info({table})")
-    return any(row[1] == column for row in columns)
