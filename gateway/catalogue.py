@@ -17,6 +17,9 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from ledger import charges
+from ledger.events import Priced
+
 SHIPPED_PATH = Path(__file__).with_name("catalogue.json")
 MAX_DIMENSIONS = "max_dimensions"  # per_request_limits: an embedding model's vector length
 
@@ -131,6 +134,7 @@ class Prices(msgspec.Struct, frozen=True):
     input_cache_write: Decimal
     per_generation: Decimal
     audio_per_minute: Decimal
+    per_token: Priced  # the token prices as a request records them (gateway.billing.pricing)
 
 
 class Resolved(msgspec.Struct, frozen=True):
@@ -230,13 +234,16 @@ def _check_whole_limit(record: ModelRecord, name: str) -> None:
 
 def _resolved(record: ModelRecord, entry: ProviderEntry) -> Resolved:
     """The record served by `entry`, with that provider's prices parsed."""
+    prompt, read, write = (Decimal(entry.pricing.prompt), Decimal(record.pricing.input_cache_read),
+                           Decimal(record.pricing.input_cache_write))
     prices = Prices(
-        prompt=Decimal(entry.pricing.prompt),
+        prompt=prompt,
         completion=Decimal(entry.pricing.completion),
-        input_cache_read=Decimal(record.pricing.input_cache_read),
-        input_cache_write=Decimal(record.pricing.input_cache_write),
+        input_cache_read=read,
+        input_cache_write=write,
         per_generation=Decimal(entry.pricing.audio_music_per_generation),
         audio_per_minute=Decimal(record.pricing.audio_per_minute),
+        per_token=charges.per_token(prompt, Decimal(entry.pricing.completion), read or None, write or None),
     )
     return Resolved(record=record, provider=entry, prices=prices)
 

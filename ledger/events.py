@@ -65,9 +65,26 @@ class Draw(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     key_id: str = ""  # the hold's key, as it was held
 
 
+class Priced(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """What a request's cost was computed from, beside its token counts, so anyone holding the
+    event can compute the cost again (ledger.charges.usd_nano): USD prices as decimal text, per
+    token (the cache prices already resolved: a model without one has the prompt price there),
+    per minute of audio transcribed, per request (a music generation)."""
+
+    prompt_usd: str = "0"  # per prompt token neither read from nor written to the cache
+    completion_usd: str = "0"
+    cached_tokens: int = 0  # prompt tokens read from the provider's prompt cache
+    cache_read_usd: str = "0"
+    cache_write_tokens: int = 0  # prompt tokens written to it
+    cache_write_usd: str = "0"
+    seconds: str = "0"  # audio transcribed, priced per minute
+    per_minute_usd: str = "0"
+    flat_usd: str = "0"
+
+
 class RequestCompleted(Event, frozen=True, tag="request_completed"):
     """One API request, successful or not. `charged_inr_nano` is what the balance pays: its true
-    cost (tokens x catalogue price), whatever it held. `draws` take part of that from holds its
+    cost (tokens x catalogue price, `priced`), whatever it held. `draws` take part of that from holds its
     process reserved ahead; `anomaly` says why the request cost more than it held, if it did."""
 
     request_id: str
@@ -92,6 +109,10 @@ class RequestCompleted(Event, frozen=True, tag="request_completed"):
     attempts: tuple[Attempt, ...] = ()
     draws: tuple[Draw, ...] = ()
     anomaly: str = ""
+    # What the cost was computed from, and whether the org paid the provider with its own key
+    # (charged nothing): None on requests recorded before costs could be recomputed from events.
+    priced: Priced | None = None
+    byok: bool = False
 
     @property
     def drawn_inr_nano(self) -> int:

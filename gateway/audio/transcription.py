@@ -12,7 +12,7 @@ from gateway.accounts import key_policy
 from gateway.audio import upload
 from gateway.billing import ceilings
 from gateway.billing.charging import failed, outcome, record, refused
-from gateway.billing.pricing import Cost, cost_fields, model_cost
+from gateway.billing.pricing import Cost, cost_fields, minutes_cost, model_cost
 from gateway.catalogue import Resolved
 from gateway.edge.errors import UpstreamError, bad_request
 from gateway.jsonio import encode
@@ -22,7 +22,6 @@ from gateway.resolution import TRANSCRIPTION, Served, resolve
 from gateway.routing import failover
 from gateway.services import Caller, Services
 from gateway.providers.usage import Usage
-from ledger.money import from_nano, to_nano
 
 ROUTE = "/v1/audio/transcriptions"
 # What the client asks for -> what upstream is asked for (a format that reports usage).
@@ -56,8 +55,7 @@ def transcription_cost(model: Resolved, reply: TranscriptionReply, rate: Decimal
     A reply reporting neither costs nothing."""
     if reply.usage is not None:
         return reply.usage, model_cost(model.prices, reply.usage, rate)
-    usd = to_nano((reply.seconds or Decimal(0)) * model.prices.audio_per_minute / 60)
-    return Usage(), Cost(usd, 0, to_nano(from_nano(usd) * rate), rate)
+    return Usage(), minutes_cost(model.prices, reply.seconds or Decimal(0), rate)
 
 
 def timestamp(seconds: object, separator: str) -> str:

@@ -15,6 +15,7 @@ from gateway.edge.errors import ApiError, UpstreamError
 from gateway.jsonio import encode
 from gateway.providers.usage import Usage
 from gateway.services import Caller, Services
+from ledger import charges
 from ledger.events import Event, RequestCompleted
 from ledger.money import from_nano
 from ledger.recorder import Append, Content, HoldNotHeld, LedgerUnavailable
@@ -37,10 +38,8 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def charged(self) -> bool:
-        """The billing rule (spec 7), the one place it is stated: a request delivered (200) or
-        left by its client (499) is charged what it delivered, unless the organization paid the
-        provider with its own key. Other statuses (failures) are recorded, not charged."""
-        return self.status in (200, 499) and not self.byok
+        """Whether it is charged: ledger.charges.charged, the billing rule."""
+        return charges.charged(self.status, self.byok)
 
     @property
     def charged_inr_nano(self) -> int:
@@ -110,7 +109,7 @@ def request_event(caller: Caller, outcome: Outcome, content: Content | None = No
         charged_inr_nano=outcome.charged_inr_nano,
         usd_to_inr=str(outcome.cost.rate), latency_ms=caller.elapsed_ms(), error=outcome.error,
         content_id=content.content_id if content else "", content_hash=content.sha256 if content else "",
-        attempts=tuple(caller.attempts))
+        attempts=tuple(caller.attempts), priced=outcome.cost.priced, byok=outcome.byok)
 
 
 def keeps_text(services: Services, caller: Caller) -> bool:

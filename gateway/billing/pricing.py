@@ -9,7 +9,9 @@ import msgspec
 from gateway.catalogue import Prices
 from gateway.jsonio import number
 from gateway.providers.usage import Usage
-from ledger.money import format_amount, from_nano, to_nano
+from ledger import charges
+from ledger.events import Priced
+from ledger.money import format_amount, from_nano
 
 # The response headers that state a delivered answer's cost, as `cost_body` does in the body.
 COST_INR_HEADER, COST_USD_HEADER, RATE_HEADER = "X-Gateway-Cost-INR", "X-Gateway-Cost-USD", "X-Gateway-USD-INR-Rate"
@@ -17,12 +19,14 @@ CHARGED_INR_HEADER = "X-Gateway-Charged-INR"  # what the balance pays: the cost,
 
 
 class Cost(msgspec.Struct, frozen=True):
-    """Amounts in nano-units, so what is reported is exactly what is charged."""
+    """Amounts in nano-units, so what is reported is exactly what is charged; `priced` is what
+    they were computed from (ledger.charges), recorded with the request."""
 
     usd_input_nano: int
     usd_output_nano: int
     inr_nano: int
     rate: Decimal
+    priced: Priced | None = None
 
     @property
     def usd_total_nano(self) -> int:
@@ -33,6 +37,12 @@ FREE = Cost(0, 0, 0, Decimal(0))
 NO_USAGE = Usage()
 
 
+def priced_cost(priced: Priced, usage: Usage, rate: Decimal) -> Cost:
+    """What `usage` costs at the prices of `priced` (ledger.charges, the formula), INR at `rate`."""
+    usd_in, usd_out = charges.usd_nano(priced, usage.prompt_tokens, usage.completion_tokens)
+    return Cost(usd_in, usd_out, charges.inr_nano(usd_in + usd_out, rate), rate, priced)
+
+
 def token_cost(usage: Usage, prompt_price: Decimal, completion_price: Decimal, rate: Decimal,
                cache_read_price: Decimal | None = None, cache_write_price: Decimal | None = None) -> Cost:
     """Cost of `usage` at per-token USD prices; INR is the exact USD total times `rate`.
@@ -40,20 +50,34 @@ def token_cost(usage: Usage, prompt_price: Decimal, completion_price: Decimal, r
     Prompt tokens read from the cache cost `cache_read_price`, those written to it
     `cache_write_price` (None: the prompt price), the rest the prompt price.
     """
-    read = usage.cached_prompt_tokens * (prompt_price if cache_read_price is None else cache_read_price)
-    written = usage.cache_write_tokens * (prompt_price if cache_write_price is None else cache_write_price)
-    plain = usage.prompt_tokens - usage.cached_prompt_tokens - usage.cache_write_tokens
-    usd_in = to_nano(plain * prompt_price + read + written)
-    usd_out = to_nano(usage.completion_tokens * completion_price)
-    return Cost(usd_in, usd_out, to_nano(from_nano(usd_in + usd_out) * rate), rate)
+    prices = charges.per_token(prompt_price, completion_price, cache_read_price, cache_write_price)
+    return priced_cost(cached(prices, usage), usage, rate)
+
+
+def cached(prices: Priced, usage: Usage) -> Priced:
+    """`prices` with the prompt tokens `usage` read from and wrote to the provider's cache."""
+    if not (usage.cached_prompt_tokens or usage.cache_write_tokens):
+        return prices
+    return msgspec.structs.replace(prices, cached_tokens=usage.cached_prompt_tokens,
+                                   cache_write_tokens=usage.cache_write_tokens)
 
 
 def model_cost(prices: Prices, usage: Usage, rate: Decimal) -> Cost:
     """What `usage` costs at a model's catalogue prices; prompt tokens read from (written to) the
     provider's cache cost its cache-read (cache-write) price, or the prompt price where the
     catalogue row has none ("0")."""
-    return token_cost(usage, prices.prompt, prices.completion, rate,
-                      prices.input_cache_read or None, prices.input_cache_write or None)
+    return priced_cost(cached(prices.per_token, usage), usage, rate)
+
+
+def minutes_cost(prices: Prices, seconds: Decimal, rate: Decimal) -> Cost:
+    """Audio `seconds` at the per-minute price."""
+    priced = Priced(seconds=format_amount(seconds), per_minute_usd=format_amount(prices.audio_per_minute))
+    return priced_cost(priced, NO_USAGE, rate)
+
+
+def flat_cost(prices: Prices, rate: Decimal) -> Cost:
+    """The flat per-generation price."""
+    return priced_cost(Priced(flat_usd=format_amount(prices.per_generation)), NO_USAGE, rate)
 
 
 def usage_body(usage: Usage, cost: Cost) -> dict:

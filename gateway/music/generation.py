@@ -11,6 +11,7 @@ import msgspec
 from gateway.accounts import key_policy
 from gateway.billing import reservations
 from gateway.billing.charging import Outcome, commit, outcome, request_event, retained
+from gateway.billing import pricing
 from gateway.billing.pricing import Cost
 from gateway.catalogue import Resolved
 from gateway.edge.errors import ApiError, UpstreamError
@@ -23,7 +24,7 @@ from gateway.providers.capabilities import MusicProvider
 from gateway.resolution import Served
 from gateway.services import Caller, Services
 from ledger.events import MusicTrackRecorded
-from ledger.money import from_nano, to_nano
+from ledger.money import from_nano
 from ledger.recorder import Append, AppendRejected, Content
 from storage.objects import StorageError, StoredObject
 
@@ -47,9 +48,7 @@ class Generated(msgspec.Struct, frozen=True):
 
 def flat_cost(services: Services, model: Resolved) -> Cost:
     """The flat per-generation price in USD, and in INR at the configured rate."""
-    usd = to_nano(model.prices.per_generation)
-    rate = services.config.billing.usd_to_inr
-    return Cost(usd, 0, to_nano(from_nano(usd) * rate), rate)
+    return pricing.flat_cost(model.prices, services.config.billing.usd_to_inr)
 
 
 def storage_label(services: Services, caller: Caller) -> Storage:

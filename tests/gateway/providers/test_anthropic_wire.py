@@ -1,5 +1,6 @@
 """The pure translations between OpenAI chat and Anthropic Messages, both ways, without HTTP."""
 
+import operator
 from decimal import Decimal
 
 import orjson
@@ -200,7 +201,10 @@ def test_token_cost_bills_cached_prompt_tokens_at_the_cache_read_price(prompt, c
 def test_without_a_cache_price_cached_tokens_cost_the_prompt_price():
     usage = wire.usage_of({"input_tokens": 4, "cache_read_input_tokens": 6, "output_tokens": 2})
     plain = token_cost(Usage(10, 2), Decimal("0.000001"), Decimal("0.000005"), Decimal("84"))
-    assert token_cost(usage, Decimal("0.000001"), Decimal("0.000005"), Decimal("84")) == plain
+    cached = token_cost(usage, Decimal("0.000001"), Decimal("0.000005"), Decimal("84"))
+    amounts = operator.attrgetter("usd_input_nano", "usd_output_nano", "inr_nano")
+    assert amounts(cached) == amounts(plain)
+    assert cached.priced is not None and cached.priced.cached_tokens == 6  # recorded with the request
 
 
 def test_usage_body_reports_cached_tokens_only_when_there_are_some():

@@ -1,0 +1,42 @@
+"""What a request costs and is charged, from what its event records: the one statement of the
+pricing formula and of the charging rule. The gateway prices requests with it, and anyone
+checking an export (ledger.export_check) prices them again with it.
+"""
+
+from decimal import Decimal
+
+from ledger.events import Priced
+from ledger.money import format_amount, from_nano, to_nano
+
+CHARGED_STATUSES = (200, 499)  # delivered, or left by its client after delivery began
+
+
+def usd_nano(priced: Priced, prompt_tokens: int, completion_tokens: int) -> tuple[int, int]:
+    """(input, output) cost in nano-USD: each prompt token at its price (plain, read from the
+    cache or written to it), audio seconds at the per-minute price, the flat price; each
+    completion token at the completion price. Each part rounded once, to the nano."""
+    plain = prompt_tokens - priced.cached_tokens - priced.cache_write_tokens
+    usd_in = (plain * Decimal(priced.prompt_usd) + priced.cached_tokens * Decimal(priced.cache_read_usd)
+              + priced.cache_write_tokens * Decimal(priced.cache_write_usd)
+              + Decimal(priced.seconds) * Decimal(priced.per_minute_usd) / 60 + Decimal(priced.flat_usd))
+    return to_nano(usd_in), to_nano(completion_tokens * Decimal(priced.completion_usd))
+
+
+def inr_nano(usd_total_nano: int, rate: Decimal) -> int:
+    """The exact USD total at `rate` INR a dollar, rounded to the nano-rupee."""
+    return to_nano(from_nano(usd_total_nano) * rate)
+
+
+def charged(status: int, byok: bool) -> bool:
+    """The billing rule (spec 7), stated once: a request delivered (200) or left by its client
+    (499) is charged what it delivered, unless the organization paid the provider with its own
+    key. Other statuses (failures) are recorded, not charged."""
+    return status in CHARGED_STATUSES and not byok
+
+
+def per_token(prompt: Decimal, completion: Decimal, cache_read: Decimal | None = None,
+              cache_write: Decimal | None = None) -> Priced:
+    """Per-token USD prices as a request records them; a cache price not given is the prompt price."""
+    return Priced(prompt_usd=format_amount(prompt), completion_usd=format_amount(completion),
+                  cache_read_usd=format_amount(prompt if cache_read is None else cache_read),
+                  cache_write_usd=format_amount(prompt if cache_write is None else cache_write))
