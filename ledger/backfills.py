@@ -44,6 +44,27 @@ BACKFILL_V8 = (
 )
 
 
+# Schema version 9 added the statement rollups (ledger.projections ADD_CHARGES, ADD_BALANCE); a store
+# upgraded from an older one fills them exactly as a replay would: the charges from the request
+# log, the balance from the events. {drawn} is the backend's expression for the sum of a
+# request_completed event's draws (0 or NULL without any): only a request that drew makes a row.
+_BALANCE_CREDITS = "CASE type WHEN 'credits_added' THEN CAST({amount} AS BIGINT) ELSE 0 END"
+_BALANCE_HELD = ("CASE type WHEN 'credits_held' THEN CAST({amount} AS BIGINT) WHEN 'hold_released'"
+                 " THEN -CAST({amount} AS BIGINT) WHEN 'request_completed' THEN -({drawn}) ELSE 0 END")
+BACKFILL_V9 = (
+    "DELETE FROM charges_daily",
+    (f"INSERT INTO charges_daily (org_id, day, key_id, model, usd_to_inr, requests, charged_inr_nano)"
+     f" SELECT org_id, created_at_us / {US_PER_DAY}, key_id, model, usd_to_inr, COUNT(*), SUM(charged_inr_nano)"
+     f" FROM request_log GROUP BY org_id, created_at_us / {US_PER_DAY}, key_id, model, usd_to_inr"),
+    "DELETE FROM balance_daily",
+    (f"INSERT INTO balance_daily (org_id, day, credits_inr_nano, held_inr_nano)"
+     f" SELECT stream_id, recorded_at_us / {US_PER_DAY}, SUM({_BALANCE_CREDITS}), SUM({_BALANCE_HELD}) FROM events"
+     f" WHERE type IN ('credits_added', 'credits_held', 'hold_released')"
+     f" OR (type = 'request_completed' AND COALESCE({{drawn}}, 0) <> 0)"
+     f" GROUP BY stream_id, recorded_at_us / {US_PER_DAY}"),
+)
+
+
 def backfill_v8(field: Callable[[str], str]) -> tuple[str, ...]:
     """BACKFILL_V8 with `field(name)` the backend's expression for a field of `events.data`."""
     names = {name: field(name) for name in ("hold_id", "key_id", "amount")}
@@ -51,6 +72,11 @@ def backfill_v8(field: Callable[[str], str]) -> tuple[str, ...]:
     return tuple(statement.format(**names) for statement in BACKFILL_V8)
 
 
-def all_of(field: Callable[[str], str]) -> tuple[str, ...]:
-    """Every backfill, in order; `field` as in backfill_v8."""
-    return BACKFILL_V5 + BACKFILL_V7 + backfill_v8(field)
+def backfill_v9(field: Callable[[str], str], drawn: str) -> tuple[str, ...]:
+    """BACKFILL_V9 with `field` as in backfill_v8 and `drawn` the sum of an event's draws."""
+    return tuple(statement.format(amount=field("amount_inr_nano"), drawn=drawn) for statement in BACKFILL_V9)
+
+
+def all_of(field: Callable[[str], str], drawn: str) -> tuple[str, ...]:
+    """Every backfill, in order; `field` and `drawn` as in backfill_v9."""
+    return BACKFILL_V5 + BACKFILL_V7 + backfill_v8(field) + backfill_v9(field, drawn)

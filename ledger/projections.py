@@ -43,6 +43,8 @@ TABLES: dict[str, str] = {
     "holds": "hold_id",
     "key_spend_daily": "org_id, key_id, day",
     "usage_daily": "org_id, day, route, model, status",
+    "charges_daily": "org_id, day, key_id, model, usd_to_inr",
+    "balance_daily": "org_id, day",
 }
 
 # What an org may still reserve: the credit not yet spent nor held.
@@ -147,6 +149,18 @@ ADD_DAILY_USAGE = (
     " completion_tokens = usage_daily.completion_tokens + excluded.completion_tokens,"
     " cost_usd_nano = usage_daily.cost_usd_nano + excluded.cost_usd_nano,"
     " charged_inr_nano = usage_daily.charged_inr_nano + excluded.charged_inr_nano")
+# What a monthly statement reads (gateway.dashboard.statements), per org and UTC day: the charges
+# by key, model and rate; the credits added and the net change of what holds hold.
+ADD_CHARGES = (
+    "INSERT INTO charges_daily (org_id, day, key_id, model, usd_to_inr, requests, charged_inr_nano)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (org_id, day, key_id, model, usd_to_inr) DO UPDATE SET"
+    " requests = charges_daily.requests + excluded.requests,"
+    " charged_inr_nano = charges_daily.charged_inr_nano + excluded.charged_inr_nano")
+ADD_BALANCE = (
+    "INSERT INTO balance_daily (org_id, day, credits_inr_nano, held_inr_nano) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (org_id, day) DO UPDATE SET"
+    " credits_inr_nano = balance_daily.credits_inr_nano + excluded.credits_inr_nano,"
+    " held_inr_nano = balance_daily.held_inr_nano + excluded.held_inr_nano")
 INSERT_REQUEST = (
     "INSERT INTO request_log (request_id, org_id, position, key_id, created_at_us, route, model,"
     " provider, status, stream, prompt_tokens, completion_tokens, cost_usd_nano, cost_inr_nano,"
@@ -163,7 +177,8 @@ def statements(recorded: Recorded) -> list[Statement]:
         case RetentionChanged(retention=retention):
             return [Statement(UPDATE, SET_RETENTION, (retention, org))]
         case CreditsAdded(amount_inr_nano=amount):
-            return [Statement(UPDATE, ADD_CREDITS, (amount, org))]
+            return [Statement(UPDATE, ADD_CREDITS, (amount, org)),
+                    Statement(ROLLUP, ADD_BALANCE, (org, at // US_PER_DAY, amount, 0))]
         case ApiKeyCreated() as e:
             return [Statement(CREATE, INSERT_KEY, (e.key_id, org, e.key_hash, e.prefix, e.name,
                                                     int(e.admin), at))]
@@ -174,10 +189,10 @@ def statements(recorded: Recorded) -> list[Statement]:
         case CreditsHeld() as e:
             lapses = at + (e.lease_us or LEGACY_LEASE_US)
             return [Statement(CREATE, PUT_HOLD, (e.hold_id, org, e.key_id, e.amount_inr_nano, lapses, position)),
-                    *_held(org, e.key_id, e.amount_inr_nano)]
+                    *_held(org, e.key_id, e.amount_inr_nano, at)]
         case HoldReleased() as e:
             return [Statement(UPDATE, TAKE_HOLD, (e.amount_inr_nano, e.hold_id)),
-                    Statement(MARK, DROP_EMPTY_HOLD, (e.hold_id,)), *_held(org, e.key_id, -e.amount_inr_nano)]
+                    Statement(MARK, DROP_EMPTY_HOLD, (e.hold_id,)), *_held(org, e.key_id, -e.amount_inr_nano, at)]
         case HoldsRenewed(hold_ids=hold_ids, lease_us=lease_us):
             return [Statement(UPDATE, RENEW_HOLD, (at + lease_us, position, hold_id, position)) for hold_id in hold_ids]
         case KeySpendLimitsSet() as e:
@@ -204,20 +219,25 @@ def statements(recorded: Recorded) -> list[Statement]:
     return []
 
 
-def _held(org: str, key_id: str, amount: int) -> list[Statement]:
-    """What an org (and, when the hold names one, a key) holds, changed by `amount`."""
-    held = [Statement(UPDATE, ADD_HELD, (amount, org))]
+def _held(org: str, key_id: str, amount: int, at: int) -> list[Statement]:
+    """What an org (and, when the hold names one, a key) holds, changed by `amount` at `at`."""
+    held = [Statement(UPDATE, ADD_HELD, (amount, org)),
+            Statement(ROLLUP, ADD_BALANCE, (org, at // US_PER_DAY, 0, amount))]
     return [*held, Statement(UPDATE, ADD_KEY_HELD, (amount, key_id, org))] if key_id else held
 
 
 def _request_statements(recorded: Recorded, e: RequestCompleted) -> list[Statement]:
     org, at = recorded.stream_id, recorded.recorded_at_us
-    done = [Statement(UPDATE, ADD_SPEND, (e.charged_inr_nano, e.drawn_inr_nano if e.draws else 0, 1, org)),
+    day, drawn = at // US_PER_DAY, e.drawn_inr_nano if e.draws else 0
+    done = [Statement(UPDATE, ADD_SPEND, (e.charged_inr_nano, drawn, 1, org)),
             Statement(LOG, INSERT_REQUEST, _request_row(recorded, e)),
             Statement(TOUCH, TOUCH_KEY, (at, e.key_id, org, at)),
-            Statement(ROLLUP, ADD_DAILY_USAGE, _usage_row(recorded, e))]
+            Statement(ROLLUP, ADD_DAILY_USAGE, _usage_row(recorded, e)),
+            Statement(ROLLUP, ADD_CHARGES, (org, day, e.key_id, e.model, e.usd_to_inr, 1, e.charged_inr_nano))]
     if e.charged_inr_nano:
-        done.append(Statement(ROLLUP, ADD_KEY_SPEND, (org, e.key_id, at // US_PER_DAY, e.charged_inr_nano)))
+        done.append(Statement(ROLLUP, ADD_KEY_SPEND, (org, e.key_id, day, e.charged_inr_nano)))
+    if drawn:  # the org's part of the draws below, as ADD_SPEND's
+        done.append(Statement(ROLLUP, ADD_BALANCE, (org, day, 0, -drawn)))
     for draw in e.draws:  # the org's part is in ADD_SPEND
         done.append(Statement(UPDATE, TAKE_HOLD, (draw.amount_inr_nano, draw.hold_id)))
         if draw.key_id:

@@ -1,5 +1,5 @@
 """The read API of the ledger's projections: organizations, keys, limits, provider keys,
-Idempotency-Key uses, the usage rollup and the retention work list, as typed rows.
+Idempotency-Key uses, the usage and statement rollups and the retention work list, as typed rows.
 
 The gateway and the sweeper read the ledger only through these functions (and
 ledger.log_queries for the request log and music tracks); the SQL, in qmark form, is the
@@ -90,6 +90,25 @@ class DailyUsage(NamedTuple):
     charged_inr_nano: int
 
 
+class MonthTotals(NamedTuple):
+    """An org's balance rollup around a month: credits before and in it, charges before it, and
+    the net of its holds up to its end (ledger.projections, balance_daily and charges_daily)."""
+    credits_before_inr_nano: int
+    credits_inr_nano: int
+    charged_before_inr_nano: int
+    held_inr_nano: int
+
+
+class DailyCharge(NamedTuple):
+    """One row of the charges rollup: an org's requests of one UTC day, key, model and rate."""
+    day: int
+    key_id: str
+    model: str
+    usd_to_inr: str
+    requests: int
+    charged_inr_nano: int
+
+
 class DueTrack(NamedTuple):
     created_at_us: int
     request_id: str
@@ -102,6 +121,14 @@ API_KEYS = ("SELECT key_id, org_id, prefix, name, admin, created_at_us, last_use
             " FROM api_keys")
 USAGE = ("SELECT day, route, model, status, requests, prompt_tokens, completion_tokens, cost_usd_nano,"
          " charged_inr_nano FROM usage_daily WHERE org_id = ? AND day >= ?")
+# Days in [?, ?): the month. Both read one org's rows of a rollup through its primary key.
+BALANCE_AROUND = (
+    "SELECT COALESCE(SUM(CASE WHEN day < ? THEN credits_inr_nano ELSE 0 END), 0),"
+    " COALESCE(SUM(CASE WHEN day >= ? THEN credits_inr_nano ELSE 0 END), 0), COALESCE(SUM(held_inr_nano), 0)"
+    " FROM balance_daily WHERE org_id = ? AND day < ?")
+CHARGED_BEFORE = "SELECT COALESCE(SUM(charged_inr_nano), 0) FROM charges_daily WHERE org_id = ? AND day < ?"
+CHARGES = ("SELECT day, key_id, model, usd_to_inr, requests, charged_inr_nano FROM charges_daily"
+           " WHERE org_id = ? AND day >= ? AND day < ? ORDER BY day, key_id, model, usd_to_inr")
 KEY_USE = ("SELECT request_hash, request_id, created_at_us, running_until_us FROM idempotency_keys"
            " WHERE org_id = ? AND idempotency_key = ?")
 # Keyset paging: a key whose delete failed stays due, so paging by offset or by "still due"
@@ -232,6 +259,18 @@ async def key_use(recorder: Recorder, org_id: str, idempotency_key: str) -> KeyU
 async def daily_usage(recorder: Recorder, org_id: str, first_day: int) -> list[DailyUsage]:
     """The org's rollup rows from UTC day `first_day` (days since the epoch) on, in no order."""
     return [DailyUsage(*row) for row in await recorder._fetch(USAGE, (org_id, first_day))]
+
+
+async def month_totals(recorder: Recorder, org_id: str, first_day: int, end_day: int) -> MonthTotals:
+    """The org's balance rollup around the UTC days [first_day, end_day) (days since the epoch)."""
+    [(before, credits, held)] = await recorder._fetch(BALANCE_AROUND, (first_day, first_day, org_id, end_day))
+    [(charged,)] = await recorder._fetch(CHARGED_BEFORE, (org_id, first_day))
+    return MonthTotals(int(before), int(credits), int(charged), int(held))  # PostgreSQL sums are numeric
+
+
+async def daily_charges(recorder: Recorder, org_id: str, first_day: int, end_day: int) -> list[DailyCharge]:
+    """The org's charges rollup rows of the UTC days [first_day, end_day), by day, key, model, rate."""
+    return [DailyCharge(*row) for row in await recorder._fetch(CHARGES, (org_id, first_day, end_day))]
 
 
 async def due_media_page(recorder: Recorder, before_us: int, after: tuple[int, str] = (-1, ""),

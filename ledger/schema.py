@@ -62,6 +62,14 @@ TABLES: dict[str, tuple[str, ...]] = {
                     "status INTEGER NOT NULL", "requests INTEGER NOT NULL", "prompt_tokens INTEGER NOT NULL",
                     "completion_tokens INTEGER NOT NULL", "cost_usd_nano INTEGER NOT NULL",
                     "charged_inr_nano INTEGER NOT NULL", "PRIMARY KEY (org_id, day, route, model, status)"),
+    # What a monthly statement sums (gateway.dashboard.statements): the requests and charges of each
+    # UTC day, key, model and USD->INR rate; and per day the credits added and the net change of
+    # what holds hold (+ held, - released, - drawn by a charge).
+    "charges_daily": ("org_id TEXT NOT NULL", "day INTEGER NOT NULL", "key_id TEXT NOT NULL", "model TEXT NOT NULL",
+                      "usd_to_inr TEXT NOT NULL", "requests INTEGER NOT NULL", "charged_inr_nano INTEGER NOT NULL",
+                      "PRIMARY KEY (org_id, day, key_id, model, usd_to_inr)"),
+    "balance_daily": ("org_id TEXT NOT NULL", "day INTEGER NOT NULL", "credits_inr_nano INTEGER NOT NULL",
+                      "held_inr_nano INTEGER NOT NULL", "PRIMARY KEY (org_id, day)"),
 }
 
 # A music track whose audio is in the bucket and has not been swept: what the partial index

@@ -166,7 +166,7 @@ class PostgresRecorder(Recorder):
             if found < SCHEMA_VERSION and migrate:
                 await db.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
                 await db.execute(SCHEMA, timeout=MIGRATE_TIMEOUT_S)
-                for statement in backfills.all_of(_json_field):  # a new store: nothing to fill
+                for statement in backfills.all_of(_json_field, DRAWN):  # a new store: nothing to fill
                     await db.execute(statement, timeout=MIGRATE_TIMEOUT_S)
                 await db.execute(SCHEMA_VERSIONS)
                 await db.execute("INSERT INTO ledger_schema (version, applied_at_us) VALUES ($1, $2)",
@@ -321,6 +321,11 @@ class PostgresRecorder(Recorder):
 
     def scratch(self) -> "PostgresRecorder":
         return _ScratchPostgresRecorder(self._dsn, f"replay_{uuid.uuid4().hex[:16]}")
+
+
+# The sum of a request_completed event's draws (ledger.backfills.BACKFILL_V9); NULL without any.
+DRAWN = ("(SELECT SUM((d ->> 'amount_inr_nano')::bigint)"
+         " FROM jsonb_array_elements(convert_from(data, 'UTF8')::jsonb -> 'draws') AS d)")
 
 
 def _json_field(name: str) -> str:

@@ -80,8 +80,13 @@ async def _upgrade(db: aiosqlite.Connection) -> None:
         await db.execute("ALTER TABLE api_keys ADD COLUMN held_inr_nano INTEGER NOT NULL DEFAULT 0")
     if not await _has_column(db, "request_log", "anomaly"):  # v8
         await db.execute("ALTER TABLE request_log ADD COLUMN anomaly TEXT NOT NULL DEFAULT ''")
-    for statement in backfills.all_of(_json_field):
+    for statement in backfills.all_of(_json_field, DRAWN):
         await db.execute(statement)
+
+
+# The sum of a request_completed event's draws (ledger.backfills.BACKFILL_V9); NULL without any.
+DRAWN = ("(SELECT SUM(CAST(json_extract(d.value, '$.amount_inr_nano') AS BIGINT))"
+         " FROM json_each(CAST(data AS TEXT), '$.draws') AS d)")
 
 
 def _json_field(name: str) -> str:
