@@ -1,11 +1,11 @@
 """The dashboard's routes: its JSON API (GET /v1/usage, the request log at /v1/logs, the
-organization's keys at /v1/keys) and its page (/dashboard). Each API handler parses, calls one
-function of gateway.dashboard, and renders; account data is never cached. The page and its files
-are public; the API is keyed."""
+organization's keys at /v1/keys, its monthly statements at /v1/statements) and its page
+(/dashboard). Each API handler parses, calls one function of gateway.dashboard, and renders;
+account data is never cached. The page and its files are public; the API is keyed."""
 
 from aiohttp import web
 
-from gateway.dashboard import org_keys, page, request_log, usage
+from gateway.dashboard import org_keys, page, request_log, statements, usage
 from gateway.edge.bodies import NO_STORE, json_response, parse_body
 from gateway.edge.parsing import LOG_ID_PATTERN
 from gateway.edge.routes import Endpoint, JsonBody, Param
@@ -15,12 +15,24 @@ KEY_BODY_BYTES = 4096
 NEW_KEY = JsonBody(org_keys.NewKey, KEY_BODY_BYTES)
 LIMITS_CHANGE = JsonBody(org_keys.LimitsChange, KEY_BODY_BYTES)
 LOGS, KEYS, PAGE = "/v1/logs", "/v1/keys", "/dashboard"
+FORMAT = Param("format", {"type": "string", "enum": list(statements.FORMATS)},
+               "json (the default) or csv: the charges by day, key and model (as Accept: text/csv)")
 
 
 async def usage_overview(request: web.Request) -> web.Response:
     days = usage.DAYS.read(request.query)
     body = await usage.overview(request.app[SERVICES], request[CALLER], days)
     return json_response(body, headers=NO_STORE)
+
+
+async def get_statement(request: web.Request) -> web.Response:
+    month = statements.parse_month(request.match_info["month"])
+    recorder, org_id = request.app[SERVICES].recorder, request[CALLER].org_id
+    if not statements.wants_csv(request.query, request.headers.get("Accept", "")):
+        return json_response(await statements.statement(recorder, org_id, month), headers=NO_STORE)
+    disposition = f'attachment; filename="statement-{month.text}.csv"'  # month: checked digits
+    return web.Response(text=await statements.charges_csv(recorder, org_id, month), content_type="text/csv",
+                        headers={**NO_STORE, "Content-Disposition": disposition})
 
 
 async def list_logs(request: web.Request) -> web.Response:
@@ -64,6 +76,9 @@ ENDPOINTS = (
         Param("route"), Param("model"), Param.whole(request_log.STATUS))),
     Endpoint("GET", LOGS + "/{log_id}", get_log,
              "One request of the log: the provider that answered, every attempt, and its text if kept"),
+    Endpoint("GET", "/v1/statements/{month}", get_statement,
+             "A UTC month's statement (YYYY-MM): balances, credits, charges by model, key and day",
+             query=(FORMAT,), answers={"200": ("application/json", "text/csv")}),
     Endpoint("GET", KEYS, list_keys, "The organization's API keys"),
     Endpoint("POST", KEYS, create_key, "A new API key (admin keys only)", body=NEW_KEY,
              answers={"201": ("application/json",)}),
