@@ -77,6 +77,9 @@ def backfill_v9(field: Callable[[str], str], drawn: str) -> tuple[str, ...]:
     return tuple(statement.format(amount=field("amount_inr_nano"), drawn=drawn) for statement in BACKFILL_V9)
 
 
-def all_of(field: Callable[[str], str], drawn: str) -> tuple[str, ...]:
-    """Every backfill, in order; `field` and `drawn` as in backfill_v9."""
-    return BACKFILL_V5 + BACKFILL_V7 + backfill_v8(field) + backfill_v9(field, drawn)
+def due(found: int, field: Callable[[str], str], drawn: str) -> tuple[str, ...]:
+    """The backfills a store at schema version `found` needs, in order (a new store is at 0); `field`
+    and `drawn` as in backfill_v9. Only those of later versions: a backfill may be true only of
+    the events its version knew (BACKFILL_V8 predates draws, which a store at 8 has made)."""
+    by_version = ((5, BACKFILL_V5), (7, BACKFILL_V7), (8, backfill_v8(field)), (9, backfill_v9(field, drawn)))
+    return tuple(statement for version, statements in by_version if version > found for statement in statements)

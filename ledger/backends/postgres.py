@@ -166,7 +166,7 @@ class PostgresRecorder(Recorder):
             if found < SCHEMA_VERSION and migrate:
                 await db.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
                 await db.execute(SCHEMA, timeout=MIGRATE_TIMEOUT_S)
-                for statement in backfills.all_of(_json_field, DRAWN):  # a new store: nothing to fill
+                for statement in backfills.due(found, _json_field, DRAWN):  # a new store: nothing to fill
                     await db.execute(statement, timeout=MIGRATE_TIMEOUT_S)
                 await db.execute(SCHEMA_VERSIONS)
                 await db.execute("INSERT INTO ledger_schema (version, applied_at_us) VALUES ($1, $2)",

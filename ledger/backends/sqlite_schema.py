@@ -59,7 +59,7 @@ async def _migrate(db: aiosqlite.Connection) -> None:
     await db.execute("BEGIN IMMEDIATE")  # another process may be opening the same file
     try:
         if await _version(db) < SCHEMA_VERSION:  # it may have migrated while we waited
-            await _upgrade(db)
+            await _upgrade(db, await _version(db))
             await db.execute("INSERT INTO ledger_schema (version, applied_at_us) VALUES (?, ?)",
                              (SCHEMA_VERSION, time.time_ns() // 1000))
         await db.commit()
@@ -68,7 +68,7 @@ async def _migrate(db: aiosqlite.Connection) -> None:
         raise
 
 
-async def _upgrade(db: aiosqlite.Connection) -> None:
+async def _upgrade(db: aiosqlite.Connection, found: int) -> None:
     if not await _has_column(db, "content", "created_at_us"):
         for statement in BACKFILL_CONTENT_TIMES:
             await db.execute(statement)
@@ -80,7 +80,7 @@ async def _upgrade(db: aiosqlite.Connection) -> None:
         await db.execute("ALTER TABLE api_keys ADD COLUMN held_inr_nano INTEGER NOT NULL DEFAULT 0")
     if not await _has_column(db, "request_log", "anomaly"):  # v8
         await db.execute("ALTER TABLE request_log ADD COLUMN anomaly TEXT NOT NULL DEFAULT ''")
-    for statement in backfills.all_of(_json_field, DRAWN):
+    for statement in backfills.due(found, _json_field, DRAWN):
         await db.execute(statement)
 
 

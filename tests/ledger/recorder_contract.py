@@ -27,6 +27,7 @@ from tests.ledger.budgets_contract import BudgetsContract
 from tests.ledger.claims_contract import ClaimsContract
 from tests.ledger.leases_contract import LeasesContract
 from tests.ledger.queries_contract import QueriesContract
+from tests.ledger.statements_contract import StatementsContract
 from tests.ledger.ledger_helpers import (
     HELLO_POSITION, POPULATED, append_ok, content, credits, expired, hold, key, music, org, populate,
     projection_tables, recorded_of, release, request, retention, revoke, unit, upgraded_from,
@@ -43,7 +44,8 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-class RecorderContract(AuditContract, BudgetsContract, ClaimsContract, LeasesContract, QueriesContract, abc.ABC):
+class RecorderContract(AuditContract, BudgetsContract, ClaimsContract, LeasesContract, QueriesContract,
+                       StatementsContract, abc.ABC):
     """Shared tests; a subclass provides the backend through the abstract hooks below."""
 
     # -- what a backend's subclass provides -------------------------------------------------
