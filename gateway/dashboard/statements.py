@@ -97,6 +97,12 @@ def rate_order(rate: str) -> tuple[int, Decimal | str]:
     return (0, value) if value.is_finite() else (1, rate)
 
 
+def rates_used(rows: Iterable[DailyCharge]) -> list[str]:
+    """The USD->INR rates the rows' requests were priced at, in order of value; "0" is what a
+    request that priced nothing (one that failed before its upstream answered) records."""
+    return sorted({row.usd_to_inr for row in rows if rate_order(row.usd_to_inr) != (0, Decimal(0))}, key=rate_order)
+
+
 async def statement(recorder: Recorder, org_id: str, month: Month) -> dict:
     """The org's statement for `month`, every amount an exact decimal string."""
     totals = await queries.month_totals(recorder, org_id, month.first_day, month.end_day)
@@ -108,7 +114,7 @@ async def statement(recorder: Recorder, org_id: str, month: Month) -> dict:
             "charges_inr": amount(charges), "closing_balance_inr": amount(opening + totals.credits_inr_nano - charges),
             "held_inr": amount(totals.held_inr_nano), "requests": sum(row.requests for row in rows),
             "by_model": tallied(rows, "model"), "by_key": tallied(rows, "key_id"), "by_day": tallied(rows, "day"),
-            "usd_to_inr_rates": sorted({row.usd_to_inr for row in rows}, key=rate_order)}
+            "usd_to_inr_rates": rates_used(rows)}
 
 
 async def charges_csv(recorder: Recorder, org_id: str, month: Month) -> str:
