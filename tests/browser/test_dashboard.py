@@ -401,3 +401,28 @@ async def test_a_request_refused_by_a_key_budget_shows_why_in_its_details(gatewa
     await expect(dialog.locator('[data-field="Error"]')).to_have_text(reason)
     assert "key budget exceeded" in reason
     await ui.shot(page, "refused")
+
+
+async def test_the_months_statement_and_the_ledger_export_download_as_files(gateway, org, ui):
+    await ui.chat(gateway, org, "what did this month cost?")
+    month = datetime.now(UTC).strftime("%Y-%m")
+    page = await ui.open(gateway)
+    await ui.sign_in(page, org["api_key"])
+    await expect(page.locator("#statement-month")).to_have_value(month)  # this UTC month by default
+    saved = {}
+    for button, name in (("Statement (JSON)", f"statement-{month}.json"), ("Charges (CSV)", f"statement-{month}.csv"),
+                         ("Ledger export (NDJSON, admin keys)", "ledger-events.ndjson")):
+        async with page.expect_download() as download:
+            await page.get_by_role("button", name=button).click()
+        got = await download.value
+        assert got.suggested_filename == name
+        saved[name] = (await got.path()).read_bytes()
+    response = await gateway.client.get(f"/v1/statements/{month}?format=csv", headers=auth(org["api_key"]))
+    assert saved[f"statement-{month}.csv"] == await response.read()
+    statement = decimal_json(saved[f"statement-{month}.json"])
+    assert (statement["org_id"], statement["requests"]) == (org["org_id"], 1)
+    assert Decimal(statement["charges_inr"]) == sum(Decimal(line.rsplit(b",", 1)[1].decode())
+                                                    for line in saved[f"statement-{month}.csv"].splitlines()[1:])
+    assert org["org_id"].encode() in saved["ledger-events.ndjson"]
+    assert not [url for url in page.request_urls if org["api_key"] in url]
+    await ui.shot(page, "downloads")

@@ -2,6 +2,7 @@
 
 import { api, onUnauthorized, session } from "./api.js";
 import { announce, byId, setError } from "./dom.js";
+import { createDownloads } from "./downloads.js";
 import { createKeys } from "./keys.js";
 import { createMusic } from "./music.js";
 import { createOverview } from "./overview.js";
@@ -18,6 +19,8 @@ const app = {
     byId("org-name").textContent = usage.org_name ? `${usage.org_name} · ${usage.org_id}` : usage.org_id ?? "";
   },
 };
+
+const downloads = createDownloads(app);
 
 const sections = {
   overview: createOverview(app),
@@ -62,6 +65,7 @@ function signOut(message) {
   const details = byId("details");
   if (details.open) details.close();
   for (const section of Object.values(sections)) section.reset();
+  downloads.reset();
   byId("app-view").hidden = true;
   byId("account").hidden = true;
   byId("org-name").textContent = "";

@@ -111,3 +111,11 @@ async def test_an_unknown_format_is_a_400_and_a_statement_needs_a_key(gateway, o
     body = await statement(gateway, org["api_key"], "2025-01", 400, format="xml")
     assert body["error"]["param"] == "format"
     assert (await gateway.client.get("/v1/statements/2025-01")).status == 401
+
+
+async def test_the_dashboard_offers_the_statement_and_the_ledger_export_as_downloads(gateway):
+    page = await (await gateway.client.get("/dashboard")).text()
+    for element in ('id="statement-month"', 'id="statement-json"', 'id="statement-csv"', 'id="ledger-export"'):
+        assert element in page
+    script = await (await gateway.client.get("/dashboard/static/downloads.js")).text()
+    assert "/v1/statements/" in script and "/v1/ledger/events" in script and "createObjectURL" in script
