@@ -28,7 +28,8 @@ The API families, one folder each, with its handlers and endpoints in `routes`
 - `chat/` (chat and legacy completions), `messages/` (Anthropic's Messages and count_tokens),
   `responses/` (the Responses API and its stored responses), `embeddings/`, `audio/` (speech,
   transcription), `realtime/`, `models/` (GET /v1/models), `music/` (generation, history, the
-  /media download), `dashboard/` (the page and its API).
+  /media download), `dashboard/` (the page and its API), `ledger_api/` (an org's export of its
+  events, the signed checkpoints and their key).
 
 Below the families
 - `billing/`: what a request costs, its holds and escrow, whether it is charged, its record.

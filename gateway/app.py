@@ -15,10 +15,11 @@ from gateway.billing.leases import HoldLeases
 from gateway.billing.releases import Releases
 from gateway.edge.body_budget import BodyBudget
 from gateway.catalogue import Catalogue
-from gateway.config import Config, LedgerConfig
+from gateway.config import Config, ConfigError, LedgerConfig
 from gateway.accounts.directory import Directory
 from gateway.edge.intake import intake
 from gateway.accounts.limits import RateLimiter, TokenSpend
+from gateway.ops import checkpointing
 from gateway.ops.facts import ChargeFacts, CostHeaders
 from gateway.ops.metrics import Metrics
 from gateway.edge.middleware import add_request_id, authenticate, observe
@@ -51,6 +52,7 @@ from gateway.edge.state import (
 from ledger.backends import recorder_for
 from ledger.follower import LogFollower
 from ledger.recorder import Clock, Recorder, wall_clock_us
+from ledger.signing import Signer, SigningKeyError
 from ledger.writer import GroupCommitWriter
 from storage.settings import open_store
 
@@ -125,6 +127,13 @@ async def storage_ctx(app: web.Application) -> AsyncIterator[None]:
         yield
 
 
+def _signer(config: Config) -> Signer | None:
+    try:
+        return Signer.configured(config.ledger.signing_key)
+    except SigningKeyError as exc:
+        raise ConfigError(f"ledger.signing_key: {exc}") from None
+
+
 async def services_ctx(app: web.Application) -> AsyncIterator[None]:
     """What handlers use, assembled from the resources above."""
     config, ledger = app[CONFIG], app[LEDGER]
@@ -144,10 +153,14 @@ async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         # After each charge commits, in this order (gateway.billing.observers)
         charge_observers=(ChargeFacts(), CostHeaders(), app[METRICS],
                           TokenSpend(limiter, ledger.directory, config.limits)),
-        kind_routes=app[ROUTES].kind_homes())
-    maintaining = asyncio.create_task(escrow.maintain(), name="holds")
+        kind_routes=app[ROUTES].kind_homes(), signer=(signer := _signer(config)))
+    maintaining = [asyncio.create_task(escrow.maintain(), name="holds")]
+    if config.ledger.checkpoint_interval_s:
+        maintaining.append(asyncio.create_task(checkpointing.keep(
+            ledger.recorder, signer, config.ledger.checkpoint_interval_s), name="checkpoints"))
     yield
-    maintaining.cancel()
-    await asyncio.gather(maintaining, return_exceptions=True)
+    for task in maintaining:
+        task.cancel()
+    await asyncio.gather(*maintaining, return_exceptions=True)
     await escrow.close()  # these are cleaned up before the ledger's context closes the writer
     await app[SERVICES].releases.close()

@@ -19,7 +19,8 @@ from gateway.config import Config, ConfigError
 from gateway.jsonio import lines
 from gateway.accounts.redaction import Redactor
 from gateway.accounts.sealing import Sealer
-from ledger import audit, projections
+from ledger import audit, export, export_check, projections, queries
+from ledger.signing import Signer, SigningKeyError
 from ledger.recorder import SCHEMA_VERSION, LedgerUnavailable, Recorder, SchemaOutOfDate
 
 Result = TypeVar("Result")
@@ -53,7 +54,23 @@ def build_parser() -> argparse.ArgumentParser:
         audit_command.add_argument("--jobs", type=int, default=0, metavar="N",
                                    help="processes to split the work over (default: one per core on a large ledger)")
     ledger_commands.add_parser("migrate", parents=[common], help="create or upgrade the ledger schema")
+    _export_parsers(ledger_commands, common)
     return parser
+
+
+def _export_parsers(ledger_commands: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    export = ledger_commands.add_parser("export", parents=[common], help="an org's events as NDJSON")
+    export.add_argument("org_id")
+    export.add_argument("--from", dest="since", metavar="ISO", help="events recorded from this time on")
+    export.add_argument("--to", dest="until", metavar="ISO", help="events recorded before this time")
+    export.add_argument("--out", metavar="FILE", help="write here (default: standard output)")
+    check = ledger_commands.add_parser("check-export", help="check an export offline (no database, no config)")
+    check.add_argument("file")
+    check.add_argument("--checkpoints", metavar="FILE", help="the JSON of GET /v1/ledger/checkpoints")
+    check.add_argument("--public-key", action="append", default=[], metavar="PEM",
+                       help="trust only checkpoints signed by this key; repeatable")
+    keygen = ledger_commands.add_parser("keygen", help="write a new Ed25519 key to sign checkpoints with")
+    keygen.add_argument("--out", required=True, metavar="FILE", help="the private key (PEM); mode 600")
 
 
 def _admin_parser(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
@@ -167,11 +184,40 @@ async def ledger_command(recorder: Recorder, args: argparse.Namespace) -> int:
         sys.stderr.write("\n" if sys.stderr.isatty() else "")
         sys.stdout.buffer.write(lines({"replayed_events": replayed, "ok": True}))
         return 0
+    if args.action == "export":
+        return await _export(recorder, args)
     if args.incremental or args.checkpoint:
-        return _verified(*await audit.keep_verified(recorder, workers=args.jobs, incremental=args.incremental))
+        return _verified(*await audit.keep_verified(recorder, workers=args.jobs, incremental=args.incremental,
+                                                    signer=Signer.configured(args.signing_key)))
     checked, problems = await audit.verify(recorder, workers=args.jobs)
     sys.stdout.buffer.write(lines({"ok": not problems, "events_checked": checked, "problems": problems}))
     return 1 if problems else 0
+
+
+async def _export(recorder: Recorder, args: argparse.Namespace) -> int:
+    if await queries.org(recorder, args.org_id) is None:
+        raise AdminError(f"no organization {args.org_id!r}")
+    window = export.Window(from_us=args.since and export.parse_instant(args.since),
+                           to_us=args.until and export.parse_instant(args.until))
+    out = open(args.out, "wb") if args.out else sys.stdout.buffer  # noqa: ASYNC230, SIM115 (a command: nothing else runs)
+    try:
+        async for page in export.lines(recorder, args.org_id, window):
+            out.write(page)
+    finally:
+        out.close() if args.out else out.flush()
+    return 0
+
+
+def _offline(args: argparse.Namespace) -> int:
+    """The ledger commands that open no database and read no configuration."""
+    if args.action == "check-export":
+        return export_check.main([args.file, *(["--checkpoints", args.checkpoints] if args.checkpoints else []),
+                                  *(arg for key in args.public_key for arg in ("--public-key", key))])
+    signer = Signer.generate()
+    with open(os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+        out.write(signer.private_pem())
+    sys.stdout.buffer.write(lines({"ok": True, "key_id": signer.key_id, "public_key_pem": signer.public_pem}))
+    return 0
 
 
 def _verified(verified: audit.Verification, checkpoint: int | None) -> int:
@@ -191,10 +237,16 @@ def _configured(args: argparse.Namespace) -> Config:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "ledger" and args.action in ("check-export", "keygen"):
+        try:
+            return _offline(args)
+        except OSError as exc:
+            print(f"gateway: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+            return 1
     try:
         config = _configured(args)
         return _run(args, config)
-    except (ConfigError, AdminError, SchemaOutOfDate, LedgerUnavailable, ValueError) as exc:
+    except (ConfigError, AdminError, SchemaOutOfDate, LedgerUnavailable, SigningKeyError, ValueError) as exc:
         print(f"gateway: error: {exc}", file=sys.stderr)
         return 1 if not isinstance(exc, ConfigError) else 2
 
@@ -214,5 +266,6 @@ def _run(args: argparse.Namespace, config: Config) -> int:
             result = asyncio.run(with_recorder(config, admin_action(args, config)))
             sys.stdout.buffer.write(lines(result))
         case "ledger":
+            args.signing_key = config.ledger.signing_key
             return asyncio.run(with_recorder(config, lambda r: ledger_command(r, args)))
     return 0

@@ -61,9 +61,13 @@ class LedgerConfig(Section, frozen=True):
     # lock) and for a new PostgreSQL connection; past either the request answers 503.
     timeout_s: Annotated[float, msgspec.Meta(gt=0)] = STATEMENT_TIMEOUT_S
     connect_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = CONNECT_TIMEOUT_S
-    # How often the sweeper verifies what was appended since the last checkpoint and records a
-    # new one (ledger.checkpoints); 0: never.
+    # How often the gateway (and the sweeper) verifies what was appended since the last checkpoint
+    # and records a new one (ledger.checkpoints), signed with `signing_key`; 0: never.
     checkpoint_interval_s: Annotated[float, msgspec.Meta(ge=0)] = 300.0
+    # The Ed25519 private key checkpoints are signed with (ledger.signing): PEM, as env:NAME or a
+    # file's path. Empty: checkpoints are recorded unsigned. A new key leaves old checkpoints
+    # verifiable: each carries the public key that signed it.
+    signing_key: str = ""
 
 
 class RedisConfig(Section, frozen=True):

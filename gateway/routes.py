@@ -9,6 +9,7 @@ from gateway.chat import routes as chat
 from gateway.dashboard import routes as dashboard
 from gateway.edge.routes import Endpoint
 from gateway.embeddings import routes as embeddings
+from gateway.ledger_api import routes as ledger_api
 from gateway.messages import routes as messages
 from gateway.models import routes as models
 from gateway.music import routes as music
@@ -18,6 +19,7 @@ from gateway.responses import routes as responses
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     *ops.ENDPOINTS, *models.ENDPOINTS, *chat.ENDPOINTS, *messages.ENDPOINTS, *embeddings.ENDPOINTS,
-    *audio.ENDPOINTS, *realtime.ENDPOINTS, *responses.ENDPOINTS, *music.ENDPOINTS, *dashboard.ENDPOINTS)
+    *audio.ENDPOINTS, *realtime.ENDPOINTS, *responses.ENDPOINTS, *music.ENDPOINTS, *dashboard.ENDPOINTS,
+    *ledger_api.ENDPOINTS)
 # (METHOD, path as OpenAPI writes it) to its endpoint: what the tests sweep
 OPERATIONS = MappingProxyType({(endpoint.method, endpoint.template): endpoint for endpoint in ENDPOINTS})

@@ -23,6 +23,7 @@ from gateway.routing.attempts import AttemptBilling
 from gateway.routing.router import Router
 from ledger.events import Attempt, CreditsHeld
 from ledger.recorder import Recorder
+from ledger.signing import Signer
 from ledger.writer import GroupCommitWriter
 from storage.objects import ObjectStore
 
@@ -50,6 +51,7 @@ class Services(msgspec.Struct, frozen=True, kw_only=True):
     charge_observers: tuple[ChargeObserver, ...]  # told of each charge once durable, in order
     # Each model kind's route (`METHOD /path`), named to a model asked of another: the route table's
     kind_routes: Mapping[Kind, str]
+    signer: Signer | None = None  # signs checkpoints ([ledger] signing_key); None: they go unsigned
 
     def limits_for(self, key_id: str) -> Limits:
         """The key's own rate limits, else the configured defaults."""

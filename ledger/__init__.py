@@ -9,4 +9,6 @@
 - `queries` and `log_queries`: the read API of the projections.
 - `audit`: verify and replay; `chains`: hash chains; `checkpoints`: verified prefixes;
   `partitions`: shares of the streams; `parallel`: running audit work in several processes.
+- `charges`: the pricing formula and the charging rule, stated once; `export`: an org's events as
+  NDJSON; `export_check`: checking one offline; `signing`: Ed25519 signatures over checkpoints.
 """

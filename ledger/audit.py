@@ -17,6 +17,7 @@ from ledger import chains, checkpoints, projections, queries
 from ledger.chains import Head
 from ledger.parallel import Crew
 from ledger.partitions import StreamRange, stream_ranges
+from ledger.signing import Signer
 from ledger.recorder import CorruptEvent, LedgerError, Recorded, Recorder
 
 Progress = Callable[[int, int], None]
@@ -100,13 +101,18 @@ async def verify(recorder: Recorder, *, workers: int = 1) -> tuple[int, list[str
     return verified.checked, verified.problems
 
 
-async def verification(recorder: Recorder, *, workers: int = 1, incremental: bool = False) -> Verification:
+async def verification(recorder: Recorder, *, workers: int = 1, incremental: bool = False,
+                       with_projections: bool = True) -> Verification:
     """Verify the whole ledger, or (`incremental`) the events after the last checkpoint (the whole
-    ledger when there is none): their chains, continuing from its heads, not the projections."""
+    ledger when there is none): their chains, continuing from its heads, not the projections.
+    Without `with_projections`, a whole verification checks the chains alone, in this process."""
     async with recorder.snapshot():
         last = await queries.last_position(recorder)
         if incremental and (start := await checkpoints.latest(recorder)) is not None:
             return await _from_checkpoint(recorder, start, last)
+        if not with_projections:
+            checked, problems, heads = await chains.check_range(recorder, 1, last)
+            return Verification(checked, problems, last, heads, full=False)
         async with Crew(workers_for(recorder, last, workers)) as crew:
             return await _verify_all(crew, recorder, last)
 
@@ -236,13 +242,15 @@ class Follower:
         return end
 
 
-async def keep_verified(recorder: Recorder, *, workers: int = 1, incremental: bool = True
-                        ) -> tuple[Verification, int | None]:
+async def keep_verified(recorder: Recorder, *, workers: int = 1, incremental: bool = True,
+                        signer: Signer | None = None, with_projections: bool = True) -> tuple[Verification, int | None]:
     """Verify (from the last checkpoint, unless not `incremental`) and, when the ledger verifies
-    and has moved on since that checkpoint, record a new one; returns the verification and the
-    new checkpoint's position (None: none recorded)."""
-    verified = await verification(recorder, workers=workers, incremental=incremental)
+    and has moved on since that checkpoint, record a new one (signed, given a signer); returns the
+    verification and the new checkpoint's position (None: none recorded)."""
+    verified = await verification(recorder, workers=workers, incremental=incremental,
+                                  with_projections=with_projections)
     previous = await checkpoints.latest(recorder)
     if verified.problems or (previous is not None and verified.upto <= previous.position):
         return verified, None
-    return verified, await checkpoints.record(recorder, verified.upto, verified.heads, full=verified.full)
+    return verified, await checkpoints.record(recorder, verified.upto, verified.heads, full=verified.full,
+                                              signer=signer)

@@ -5,7 +5,7 @@ checking an export (ledger.export_check) prices them again with it.
 
 from decimal import Decimal
 
-from ledger.events import Priced
+from ledger.events import Priced, RequestCompleted
 from ledger.money import format_amount, from_nano, to_nano
 
 CHARGED_STATUSES = (200, 499)  # delivered, or left by its client after delivery began
@@ -40,3 +40,31 @@ def per_token(prompt: Decimal, completion: Decimal, cache_read: Decimal | None =
     return Priced(prompt_usd=format_amount(prompt), completion_usd=format_amount(completion),
                   cache_read_usd=format_amount(prompt if cache_read is None else cache_read),
                   cache_write_usd=format_amount(prompt if cache_write is None else cache_write))
+
+
+def misstated(event: RequestCompleted) -> str | None:
+    """How a request's recorded cost or charge differs from what its own fields make it (None:
+    it does not): the USD cost from its tokens and prices (when it records them: `priced`),
+    the INR cost from the USD cost and its rate, the charge from the billing rule."""
+    try:
+        if event.priced is not None and (usd := sum(usd_nano(event.priced, event.prompt_tokens,
+                                                             event.completion_tokens))) != event.cost_usd_nano:
+            return f"cost_usd_nano is {event.cost_usd_nano}, but its tokens at its prices cost {usd}"
+        inr = inr_nano(event.cost_usd_nano, Decimal(event.usd_to_inr))
+    except (ArithmeticError, ValueError):  # decimal's InvalidOperation, int() of a NaN
+        return "a price or the rate it records is not a finite number"
+    if inr != event.cost_inr_nano:
+        return (f"cost_inr_nano is {event.cost_inr_nano}, but {event.cost_usd_nano} nano-USD"
+                f" at {event.usd_to_inr} is {inr}")
+    return _charge_misstated(event)
+
+
+def _charge_misstated(event: RequestCompleted) -> str | None:
+    if event.priced is None:  # recorded before `byok` was: either it was charged its cost or not at all
+        due = (event.cost_inr_nano, 0) if charged(event.status, False) else (0,)
+    else:
+        due = (event.cost_inr_nano if charged(event.status, event.byok) else 0,)
+    if event.charged_inr_nano not in due:
+        return (f"charged_inr_nano is {event.charged_inr_nano}, but a status {event.status} request"
+                f"{' on its own key' if event.byok else ''} costing {event.cost_inr_nano} is charged {due[0]}")
+    return None

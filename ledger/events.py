@@ -256,6 +256,11 @@ class LedgerVerified(Event, frozen=True, tag="ledger_verified"):
     upto: int
     heads: tuple[StreamHead, ...]
     full: bool = False
+    # Ed25519 over `upto` and the root of the heads (ledger.signing), when the recorder had a key:
+    # the signing key's id and public key (base64 of its 32 bytes), and the signature (base64).
+    key_id: str = ""
+    public_key: str = ""
+    signature: str = ""
 
 
 AnyEvent = (OrgCreated | ApiKeyCreated | ApiKeyRevoked | CreditsAdded | RetentionChanged

@@ -5,6 +5,7 @@ import asyncio
 import sys
 from datetime import UTC, datetime
 
+from ledger.signing import SigningKeyError
 from storage.errors import StorageError
 from sweeper import log_setup, runner
 from sweeper.settings import SettingsError, load
@@ -41,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(runner.sweep_forever(settings, args.as_of, args.dry_run))
     except SettingsError as exc:
         print(f"gateway-sweeper: error: {exc}", file=sys.stderr)
+        return 2
+    except SigningKeyError as exc:
+        print(f"gateway-sweeper: error: ledger.signing_key: {exc}", file=sys.stderr)
         return 2
     except StorageError as exc:
         print(f"gateway-sweeper: error: object storage: {exc}", file=sys.stderr)

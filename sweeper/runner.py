@@ -17,6 +17,7 @@ import orjson
 import structlog
 
 from ledger.backends import recorder_for
+from ledger.signing import Signer
 from storage.settings import open_store
 from sweeper.settings import Settings
 from sweeper.sweep import PassReport, Sweeper
@@ -33,7 +34,8 @@ async def open_sweeper(settings: Settings) -> AsyncIterator[Sweeper]:
     try:
         async with open_store(settings.storage, create_bucket=False) as store:
             yield Sweeper(recorder, store, settings.storage.retention_days, settings.retention.text_days,
-                          checkpoint_interval_s=settings.ledger.checkpoint_interval_s)
+                          checkpoint_interval_s=settings.ledger.checkpoint_interval_s,
+                          signer=Signer.configured(settings.ledger.signing_key))
     finally:
         await recorder.close()
 

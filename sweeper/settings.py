@@ -33,6 +33,9 @@ class LedgerSettings(Section, frozen=True):
     # A pass verifies what was appended since the last checkpoint, and records one, once that is
     # this old (ledger.checkpoints); 0: never.
     checkpoint_interval_s: Annotated[float, msgspec.Meta(ge=0)] = 300.0
+    # Signs those checkpoints (ledger.signing): an Ed25519 private key in PEM, as env:NAME or a
+    # file's path, the gateway's [ledger] signing_key. Empty: unsigned.
+    signing_key: str = ""
 
 
 class SweeperSettings(Section, frozen=True):

@@ -13,6 +13,7 @@ from datetime import datetime
 import msgspec
 
 from ledger import audit, checkpoints, leases, queries
+from ledger.signing import Signer
 from ledger.events import MediaExpired
 from ledger.recorder import Append, AppendRejected, Recorder
 from storage.deletion import MAX_KEYS_PER_DELETE, DeleteResult
@@ -47,9 +48,10 @@ class Sweeper:
     """Sweeps one ledger and one bucket; keeps which keys failed, to count retries."""
 
     def __init__(self, recorder: Recorder, store: ObjectStore | None, retention_days: int,
-                 text_days: int = 0, page: int = MAX_KEYS_PER_DELETE, checkpoint_interval_s: float = 0) -> None:
+                 text_days: int = 0, page: int = MAX_KEYS_PER_DELETE, checkpoint_interval_s: float = 0,
+                 signer: Signer | None = None) -> None:
         self._recorder, self._store, self._page = recorder, store, page
-        self._checkpoint_interval_s = checkpoint_interval_s
+        self._checkpoint_interval_s, self._signer = checkpoint_interval_s, signer
         self._retention_days, self._text_days = retention_days, text_days
         self._failed_before: set[str] = set()
         self.stopping = asyncio.Event()  # set to end the pass after the page in hand
@@ -83,7 +85,7 @@ class Sweeper:
         latest = await checkpoints.latest(self._recorder)
         if latest is not None and latest.age_s() < self._checkpoint_interval_s:
             return
-        verified, report.checkpoint = await audit.keep_verified(self._recorder)
+        verified, report.checkpoint = await audit.keep_verified(self._recorder, signer=self._signer)
         report.verified_upto, report.ledger_problems = verified.upto, verified.problems[:10]
 
     async def _sweep_page(self, tracks: list[DueTrack], report: PassReport, failed: dict[str, str]) -> None:

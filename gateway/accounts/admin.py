@@ -2,7 +2,6 @@
 
 import re
 from collections.abc import Callable, Collection, Sequence
-from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TypeGuard, get_args
 
@@ -18,6 +17,7 @@ from ledger.events import (
     ApiKeyCreated, ApiKeyRevoked, BudgetPeriod, CreditsAdded, Event, KeyLimitsSet, KeySpendLimitsSet, OrgCreated,
     ProviderKeyRemoved, ProviderKeySet, Retention, RetentionChanged,
 )
+from ledger.export import parse_instant
 from ledger.money import InvalidAmount, from_nano, parse_amount, to_nano
 from ledger.recorder import Append, Recorder, Secret
 
@@ -158,11 +158,9 @@ def _model_pattern(name: str, known: Callable[[str], str] | None) -> str:
 def _instant(text: str) -> int:
     """An ISO 8601 time (UTC when it names no offset) in microseconds."""
     try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise AdminError(f"expiry {text!r} is not an ISO 8601 time such as 2026-12-31T00:00:00Z") from None
-    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1_000_000)
+        return parse_instant(text)
+    except ValueError as exc:
+        raise AdminError(f"expiry {exc}") from None
 
 
 async def set_provider_key(recorder: Recorder, sealer: Sealer, org_id: str, provider: str, key: str,

@@ -23,6 +23,7 @@ from ledger.recorder import (
 )
 from ledger.writer import GroupCommitWriter
 from tests.ledger.audit_contract import AuditContract
+from tests.ledger.export_contract import ExportContract
 from tests.ledger.budgets_contract import BudgetsContract
 from tests.ledger.claims_contract import ClaimsContract
 from tests.ledger.leases_contract import LeasesContract
@@ -44,8 +45,8 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-class RecorderContract(AuditContract, BudgetsContract, ClaimsContract, LeasesContract, QueriesContract,
-                       StatementsContract, abc.ABC):
+class RecorderContract(AuditContract, BudgetsContract, ClaimsContract, ExportContract, LeasesContract,
+                       QueriesContract, StatementsContract, abc.ABC):
     """Shared tests; a subclass provides the backend through the abstract hooks below."""
 
     # -- what a backend's subclass provides -------------------------------------------------

@@ -1,0 +1,45 @@
+"""The gateway keeps its own checkpoints: every `[ledger] checkpoint_interval_s` it verifies the
+chains appended since the last one and records a new one, signed with `[ledger] signing_key`
+(ledger.checkpoints, ledger.signing). The sweeper does the same; whichever comes first records
+it, and the other finds it recent. Chains only, never the projections (that is `verify --full`,
+a job for a separate process): the work comes in batches between which requests are served."""
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from ledger import audit, checkpoints
+from ledger.recorder import LedgerError, Recorder
+from ledger.signing import Signer
+
+log = structlog.get_logger("gateway.ops.checkpointing")
+Sleep = Callable[[float], Awaitable[None]]
+
+
+async def keep(recorder: Recorder, signer: Signer | None, interval_s: float, sleep: Sleep = asyncio.sleep) -> None:
+    """Until cancelled: a checkpoint whenever the last is `interval_s` old."""
+    while True:
+        try:
+            await sleep(await _due_in(recorder, interval_s))
+            if not await _record(recorder, signer):  # nothing new, or it does not verify: not again at once
+                await sleep(interval_s)
+        except LedgerError as exc:  # the database away or a timeout: try again an interval later
+            log.warning("checkpoint_failed", error=str(exc))
+            await sleep(interval_s)
+
+
+async def _due_in(recorder: Recorder, interval_s: float) -> float:
+    latest = await checkpoints.latest(recorder)
+    return 0.0 if latest is None else max(0.0, interval_s - latest.age_s())
+
+
+async def _record(recorder: Recorder, signer: Signer | None) -> bool:
+    """Whether a checkpoint was recorded."""
+    verified, position = await audit.keep_verified(recorder, signer=signer, with_projections=False)
+    if verified.problems:
+        log.error("ledger_does_not_verify", problems=verified.problems[:10], verified_upto=verified.upto)
+    elif position is not None:
+        log.info("checkpoint_recorded", position=position, verified_upto=verified.upto,
+                 signed=signer is not None, events_checked=verified.checked)
+    return position is not None
