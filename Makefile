@@ -55,6 +55,7 @@ bench: install wrk  ## benchmarks (not part of the test run)
 	$(PY) -m bench.log_pages
 	$(PY) -m bench.ledger_append
 	$(PY) -m bench.audit_scale
+	$(PY) -m bench.statements
 
 clean:
 	rm -rf $(VENV) $(CLIENTS_VENV) $(NODE_CLIENTS)/node_modules data .pytest_cache .mypy_cache .ruff_cache
