@@ -250,7 +250,7 @@ async def keep_verified(recorder: Recorder, *, workers: int = 1, incremental: bo
     verified = await verification(recorder, workers=workers, incremental=incremental,
                                   with_projections=with_projections)
     previous = await checkpoints.latest(recorder)
-    if verified.problems or (previous is not None and verified.upto <= previous.position):
+    if verified.problems or (previous is not None and not previous.moved_on(verified.heads)):
         return verified, None
     return verified, await checkpoints.record(recorder, verified.upto, verified.heads, full=verified.full,
                                               signer=signer)

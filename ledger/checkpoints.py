@@ -42,6 +42,11 @@ class Checkpoint(NamedTuple):
     def leaves(self) -> list[bytes]:
         return leaves(self.verified.heads)
 
+    def moved_on(self, heads: dict[str, Head]) -> bool:
+        """Whether any stream but the checkpoints' own has moved on from this checkpoint's heads."""
+        ours = {stream: head for stream, head in self.heads().items() if stream != STREAM}
+        return ours != {stream: head for stream, head in heads.items() if stream != STREAM}
+
     def published(self) -> dict:
         """What anyone may see of it (ledger.export_check.Published): its root and leaves, never a
         stream's name or head, with the signature and the key that made it."""

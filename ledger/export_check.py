@@ -14,6 +14,7 @@ rewritten after a checkpoint, or events cut from its end, show.
 import argparse
 import base64
 import json
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -71,6 +72,7 @@ class Seen(msgspec.Struct, frozen=True):
 
 
 _envelope = msgspec.json.Decoder(Envelope).decode
+LEADING_POSITION = re.compile(rb'\{"position":(\d{1,19}),')  # names a line too broken to read
 
 
 def _hex(text: str, line: int, position: int, name: str) -> bytes:
@@ -89,7 +91,8 @@ def read_line(number: int, raw: bytes) -> tuple[Envelope, bytes, bytes, bytes]:
     try:
         head = _envelope(raw)
     except msgspec.DecodeError as exc:
-        raise Mismatch(number, None, f"not an export line ({exc})") from None
+        found = LEADING_POSITION.match(raw)
+        raise Mismatch(number, int(found[1]) if found else None, f"not an export line ({exc})") from None
     digest, prev = (_hex(head.hash, number, head.position, "hash"),
                     _hex(head.prev_hash, number, head.position, "prev_hash"))
     prefix = envelope(head.stream_id, head.position, head.version, head.recorded_at_us, digest, prev)

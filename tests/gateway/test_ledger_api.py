@@ -1,0 +1,196 @@
+"""A bill the customer can verify, from outside (issue 28): an org's admin key downloads its
+export over HTTP after real requests made with the official SDKs on every billed route, the
+signed checkpoints and the public key with no key at all, and checks them with the offline
+verifier as a separate process that reads no configuration; then the operator's database and the
+customer's file are tampered with, and the verifier says where."""
+
+import asyncio
+import base64
+import io
+import json
+import sqlite3
+import wave
+from decimal import Decimal
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from gateway.accounts import admin
+from ledger import export, signing
+from ledger.signing import Signer
+from tests.gateway.gateway_helpers import run_cli_async
+from tests.ledger.export_contract import forged, stored_data
+from tests.support import auth, clean_env
+
+openai = pytest.importorskip("openai")
+anthropic = pytest.importorskip("anthropic")
+EVENTS, CHECKPOINTS, PUBLIC_KEY = "/v1/ledger/events", "/v1/ledger/checkpoints", "/v1/ledger/public-key"
+
+
+@pytest.fixture
+def signer() -> Signer:
+    return Signer.generate()
+
+
+@pytest.fixture
+async def signing_gateway(make_gateway, config, signer, tmp_path):
+    key_file = tmp_path / "signing.pem"
+    key_file.write_bytes(signer.private_pem())
+    ledger = msgspec.structs.replace(config.ledger, signing_key=str(key_file), checkpoint_interval_s=0.2)
+    return await make_gateway(msgspec.structs.replace(config, ledger=ledger))
+
+
+def speech_wav(seconds: float = 1.0) -> bytes:
+    out = io.BytesIO()
+    with wave.open(out, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(8000)
+        wav.writeframes(bytes(int(16000 * seconds)))
+    return out.getvalue()
+
+
+async def every_billed_route(gateway, api_key: str) -> int:
+    """One request the way each SDK sends it on each billed route; how many succeeded."""
+    client = openai.AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=api_key, max_retries=0)
+    await client.chat.completions.create(model="gpt-4o-mini",
+                                         messages=[{"role": "user", "content": "hi [sim:tokens=5]"}])
+    stream = await client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "hi [sim:tokens=3]"}], stream=True,
+        stream_options={"include_usage": True})
+    _ = [chunk async for chunk in stream]
+    await client.embeddings.create(model="text-embedding-3-small", input=["alpha", "beta"])
+    await client.responses.create(model="gpt-4o-mini", input="hello [sim:tokens=4]")
+    await client.audio.speech.create(model="tts-1", voice="alloy", input="read this")
+    await client.audio.transcriptions.create(model="whisper-1", file=("talk.wav", speech_wav(), "audio/wav"))
+    claude = anthropic.AsyncAnthropic(base_url=gateway.url, api_key=api_key, max_retries=0)
+    await claude.messages.create(model="claude-haiku-4-5", max_tokens=50, messages=[
+        {"role": "user", "content": "hello [sim:tokens=4] [sim:cache_read=3]"}])
+    with pytest.raises(openai.RateLimitError):  # failed: recorded, not charged
+        await client.chat.completions.create(model="gpt-4o-mini",
+                                             messages=[{"role": "user", "content": "[sim:status=429]"}])
+    return 7
+
+
+async def download(gateway, api_key: str, **query: str) -> list[bytes]:
+    response = await gateway.client.get(EVENTS, params=query, headers=auth(api_key))
+    assert response.status == 200, await response.text()
+    assert response.headers["Content-Type"].startswith("application/x-ndjson")
+    return (await response.read()).splitlines(keepends=True)
+
+
+async def checkpoints_published(gateway, min_upto: int) -> dict:
+    """GET /v1/ledger/checkpoints, with no key, once the gateway has checkpointed past `min_upto`."""
+    for _ in range(200):
+        response = await gateway.client.get(CHECKPOINTS)
+        assert response.status == 200
+        body = await response.json()
+        if body["checkpoints"] and body["checkpoints"][0]["upto"] >= min_upto:
+            return body
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no checkpoint past {min_upto}")
+
+
+async def check_export(tmp_path: Path, lines: list[bytes], *options: str) -> tuple[int, dict | None, str]:
+    """`gateway ledger check-export` in a directory with no configuration and an environment
+    without GATEWAY_*: exit code, report, stderr."""
+    path = tmp_path / "export.ndjson"
+    path.write_bytes(b"".join(lines))
+    result = await run_cli_async("ledger", "check-export", str(path), *options, env=clean_env())
+    return result.returncode, json.loads(result.stdout) if result.stdout else None, result.stderr
+
+
+async def test_a_customer_verifies_their_bill_and_catches_tampering(signing_gateway, signer, tmp_path):
+    gateway = signing_gateway
+    org = await gateway.new_org("50")
+    succeeded = await every_billed_route(gateway, org["api_key"])
+    lines = await download(gateway, org["api_key"])
+    last = msgspec.json.decode(lines[-1])["position"]
+    published = await checkpoints_published(gateway, last)
+    (tmp_path / "checkpoints.json").write_text(json.dumps(published))
+    pem = await (await gateway.client.get(PUBLIC_KEY)).text()
+    assert signing.key_id(signing.public_raw(pem.encode())) == signer.key_id
+    (tmp_path / "public.pem").write_text(pem)
+    pinned = ("--checkpoints", str(tmp_path / "checkpoints.json"), "--public-key", str(tmp_path / "public.pem"))
+
+    code, report, stderr = await check_export(tmp_path, lines, *pinned)
+    assert code == 0, stderr
+    assert Decimal(report["balance_inr"]) == await gateway.balance(org["org_id"])
+    assert report["requests"] == succeeded + 1 and report["charges_recomputed"] == succeeded
+    assert report["checkpoints_matched"] >= 1 and report["signing_keys"] == [signer.key_id]
+
+    changed = list(lines)
+    middle = len(changed[5]) // 2
+    byte = b"X" if changed[5][middle:middle + 1] != b"X" else b"Y"
+    changed[5] = changed[5][:middle] + byte + changed[5][middle + 1:]
+    code, _, stderr = await check_export(tmp_path, changed)
+    assert code == 1 and f"position {msgspec.json.decode(lines[5])['position']}" in stderr
+
+    # The operator rewrites history in the database, chain made whole again: only a checkpoint shows it.
+    rewritten = forged(lines, 2, lambda fields: fields.update(note="rewritten"))
+    db = gateway.ledger.recorder.url.removeprefix("sqlite:///")
+    with sqlite3.connect(db) as connection:
+        connection.executescript("DROP TRIGGER events_are_immutable; DROP TRIGGER events_are_permanent;")
+        connection.executemany("UPDATE events SET data = ?, hash = ? WHERE position = ?", [
+            (stored_data(raw), bytes.fromhex(msgspec.json.decode(raw)["hash"]), msgspec.json.decode(raw)["position"])
+            for raw in rewritten[2:]])
+    again = await download(gateway, org["api_key"])
+    assert (await check_export(tmp_path, again))[0] == 0  # consistent on its own
+    code, _, stderr = await check_export(tmp_path, again, *pinned)
+    assert code == 1 and "signed another head" in stderr and "position" in stderr
+
+
+async def test_only_an_admin_key_exports_and_only_its_own_org(gateway):
+    org, other = await gateway.new_org("5"), await gateway.new_org("7")
+    member = await admin.create_key(gateway.ledger.recorder, org["org_id"], "member")
+    await gateway.ledger.follower.catch_up()
+    lines = await download(gateway, org["api_key"])
+    assert [msgspec.json.decode(line)["type"] for line in lines] == ["org_created", "key_created", "credits_added",
+                                                                     "key_created"]
+    assert not any(other["org_id"].encode() in line for line in lines)
+    refused = await gateway.client.get(EVENTS, headers=auth(member["api_key"]))
+    assert refused.status == 403 and "admin" in (await refused.json())["error"]["message"]
+    assert (await gateway.client.get(EVENTS)).status == 401
+
+
+async def test_an_export_pages_by_position_and_time(gateway):
+    org = await gateway.new_org("5")
+    whole = await download(gateway, org["api_key"])
+    first = msgspec.json.decode(whole[0])
+    assert await download(gateway, org["api_key"], after=str(first["position"]), limit="1") == whole[1:2]
+    late = export.instant(msgspec.json.decode(whole[-1])["recorded_at_us"] + 1)
+    assert await download(gateway, org["api_key"], to=late) == whole
+    assert await download(gateway, org["api_key"], **{"from": late}) == []
+
+
+@pytest.mark.parametrize(("query", "param"), [
+    ({"after": "-1"}, "after"), ({"after": "x"}, "after"), ({"limit": "0"}, "limit"),
+    ({"from": "yesterday"}, "from"), ({"to": "2026-13-01"}, "to")])
+async def test_a_malformed_export_query_is_a_400_naming_it(gateway, query, param):
+    org = await gateway.new_org("5")
+    response = await gateway.client.get(EVENTS, params=query, headers=auth(org["api_key"]))
+    assert response.status == 400
+    assert (await response.json())["error"]["param"] == param
+
+
+async def test_without_a_signing_key_checkpoints_are_unsigned_and_there_is_no_public_key(make_gateway, config):
+    ledger = msgspec.structs.replace(config.ledger, checkpoint_interval_s=0.2)
+    gateway = await make_gateway(msgspec.structs.replace(config, ledger=ledger))
+    org = await gateway.new_org("5")
+    lines = await download(gateway, org["api_key"])
+    body = await checkpoints_published(gateway, msgspec.json.decode(lines[-1])["position"])
+    assert body["checkpoints"][0]["signature"] == "" and body["public_keys"] == []
+    missing = await gateway.client.get(PUBLIC_KEY)
+    assert missing.status == 404 and "signing_key" in (await missing.json())["error"]["message"]
+
+
+async def test_a_checkpoint_publishes_leaves_not_streams(signing_gateway):
+    org = await signing_gateway.new_org("5")
+    lines = await download(signing_gateway, org["api_key"])
+    body = await checkpoints_published(signing_gateway, msgspec.json.decode(lines[-1])["position"])
+    text = json.dumps(body)
+    assert org["org_id"] not in text and msgspec.json.decode(lines[-1])["hash"] not in text
+    [key] = body["public_keys"]
+    assert key["current"] and base64.b64decode(body["checkpoints"][0]["public_key"]) == signing.public_raw(
+        key["public_key_pem"].encode())
