@@ -69,6 +69,7 @@ def _export_parsers(ledger_commands: argparse._SubParsersAction, common: argpars
     check.add_argument("--checkpoints", metavar="FILE", help="the JSON of GET /v1/ledger/checkpoints")
     check.add_argument("--public-key", action="append", default=[], metavar="PEM",
                        help="trust only checkpoints signed by this key; repeatable")
+    check.add_argument("--partial", action="store_true", help="the export may begin after the stream's first event")
     keygen = ledger_commands.add_parser("keygen", help="write a new Ed25519 key to sign checkpoints with")
     keygen.add_argument("--out", required=True, metavar="FILE", help="the private key (PEM); mode 600")
 
@@ -212,7 +213,8 @@ def _offline(args: argparse.Namespace) -> int:
     """The ledger commands that open no database and read no configuration."""
     if args.action == "check-export":
         return export_check.main([args.file, *(["--checkpoints", args.checkpoints] if args.checkpoints else []),
-                                  *(arg for key in args.public_key for arg in ("--public-key", key))])
+                                  *(arg for key in args.public_key for arg in ("--public-key", key)),
+                                  *(["--partial"] if args.partial else [])])
     signer = Signer.generate()
     with open(os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
         out.write(signer.private_pem())

@@ -90,7 +90,7 @@ def read_line(number: int, raw: bytes) -> tuple[Envelope, bytes, bytes, bytes]:
     raw = raw.rstrip(b"\r\n")
     try:
         head = _envelope(raw)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         found = LEADING_POSITION.match(raw)
         raise Mismatch(number, int(found[1]) if found else None, f"not an export line ({exc})") from None
     digest, prev = (_hex(head.hash, number, head.position, "hash"),
@@ -104,8 +104,10 @@ def read_line(number: int, raw: bytes) -> tuple[Envelope, bytes, bytes, bytes]:
 class Checker:
     """Feed it the export's lines in order (`feed`), then `finish` for the totals."""
 
-    def __init__(self, published: Iterable[Published] = (), trusted: frozenset[str] | None = None) -> None:
+    def __init__(self, published: Iterable[Published] = (), trusted: frozenset[str] | None = None,
+                 partial: bool = False) -> None:
         self.pending = sorted(published, key=lambda c: c.upto)
+        self.partial = partial  # the export may begin after the stream's first event (?after=, --from)
         self.trusted = trusted
         self.stream_id = ""
         self.first: Seen | None = None
@@ -132,6 +134,9 @@ class Checker:
         last = self.last
         if last is None:
             self.stream_id = head.stream_id
+            if head.version != 1 and not self.partial:
+                raise Mismatch(number, head.position, f"the export begins at version {head.version}: "
+                               f"{_missing(1, head.version - 1)} (a part of a stream is checked as partial)")
             if head.version == 1 and prev != GENESIS_HASH:
                 raise Mismatch(number, head.position, "version 1 must follow the genesis hash (all zeros)")
             return
@@ -148,7 +153,7 @@ class Checker:
     def _count(self, number: int, head: Envelope, data: bytes) -> None:
         try:
             event = decode_event(data)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             raise Mismatch(number, head.position, f"not a ledger event ({exc})") from None
         if event_type(event) != head.type:
             raise Mismatch(number, head.position, f"its type is {event_type(event)}, not {head.type}")
@@ -231,17 +236,19 @@ def _base64(text: str) -> bytes:
         return b""
 
 
-def check(lines: Iterable[bytes], published: Iterable[Published] = (), trusted: frozenset[str] | None = None
-          ) -> dict:
-    """The report of an export's lines (Mismatch at the first that is wrong)."""
-    checker, number = Checker(published, trusted), 0
+def check(lines: Iterable[bytes], published: Iterable[Published] = (), trusted: frozenset[str] | None = None,
+          partial: bool = False) -> dict:
+    """The report of an export's lines (Mismatch at the first that is wrong); a `partial` one may
+    begin after the stream's first event."""
+    checker, number = Checker(published, trusted, partial), 0
     for number, raw in enumerate(lines, start=1):
         if raw.strip():
             checker.feed(number, raw)
     return checker.finish(number)
 
 
-def check_file(path: str, checkpoints: str | None = None, public_keys: Sequence[str] = ()) -> dict:
+def check_file(path: str, checkpoints: str | None = None, public_keys: Sequence[str] = (), partial: bool = False
+               ) -> dict:
     """`check` of an export file, against a file of published checkpoints and the PEM public keys
     at `public_keys` (trusted: a checkpoint signed by another key is a mismatch), if given."""
     published: list[Published] = []
@@ -250,7 +257,7 @@ def check_file(path: str, checkpoints: str | None = None, public_keys: Sequence[
             published = msgspec.json.decode(file.read(), type=PublishedCheckpoints).checkpoints
     trusted = frozenset(signing.key_id(signing.public_raw(Path(key).read_bytes())) for key in public_keys)
     with open(path, "rb") as file:
-        return check(file, published, trusted or None)
+        return check(file, published, trusted or None, partial)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -260,9 +267,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--checkpoints", help="the JSON of GET /v1/ledger/checkpoints")
     parser.add_argument("--public-key", action="append", default=[], metavar="PEM",
                         help="trust only checkpoints signed by this key (GET /v1/ledger/public-key); repeatable")
+    parser.add_argument("--partial", action="store_true",
+                        help="the export may begin after the stream's first event (no balance then)")
     args = parser.parse_args(argv)
     try:
-        report = check_file(args.file, args.checkpoints, args.public_key)
+        report = check_file(args.file, args.checkpoints, args.public_key, args.partial)
     except (Mismatch, OSError, msgspec.DecodeError, signing.SigningKeyError) as exc:
         print(f"check-export: {exc}", file=sys.stderr)
         return 1
