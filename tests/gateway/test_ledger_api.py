@@ -6,6 +6,7 @@ customer's file are tampered with, and the verifier says where."""
 
 import asyncio
 import base64
+import csv
 import io
 import json
 import sqlite3
@@ -120,6 +121,8 @@ async def test_a_customer_verifies_their_bill_and_catches_tampering(signing_gate
     assert report["requests"] == succeeded + 1 and report["charges_recomputed"] == succeeded
     assert report["checkpoints_matched"] >= 1 and report["signing_keys"] == [signer.key_id]
 
+    await statement_equals_export(gateway, org["api_key"], lines)
+
     changed = list(lines)
     middle = len(changed[5]) // 2
     byte = b"X" if changed[5][middle:middle + 1] != b"X" else b"Y"
@@ -139,6 +142,33 @@ async def test_a_customer_verifies_their_bill_and_catches_tampering(signing_gate
     assert (await check_export(tmp_path, again))[0] == 0  # consistent on its own
     code, _, stderr = await check_export(tmp_path, again, *pinned)
     assert code == 1 and "signed another head" in stderr and "position" in stderr
+
+
+async def statement_equals_export(gateway, api_key: str, lines: list[bytes]) -> None:
+    """The statement of the month of the export's last event, figure by figure, is the sum of the
+    export's events (to the nano-rupee), its CSV row by row."""
+    events = [msgspec.json.decode(line) for line in lines]
+    month = events[-1]["recorded_at"][:7]
+    before = [e for e in events if e["recorded_at"][:7] < month]
+    inside = [e for e in events if e["recorded_at"][:7] == month]
+    credits_nano, charged = (lambda es: sum(e["amount_inr_nano"] for e in es if e["type"] == "credits_added"),
+                             lambda es: sum(e["charged_inr_nano"] for e in es if e["type"] == "request_completed"))
+    rows: dict[tuple, list[int]] = {}
+    for e in inside:
+        if e["type"] == "request_completed":
+            row = rows.setdefault((e["recorded_at"][:10], e["key_id"], e["model"]), [0, 0])
+            row[0], row[1] = row[0] + 1, row[1] + e["charged_inr_nano"]
+    body = await (await gateway.client.get(f"/v1/statements/{month}", headers=auth(api_key))).json()
+    nano = lambda text: int(Decimal(text) * 10**9)  # noqa: E731
+    opening = credits_nano(before) - charged(before)
+    assert (nano(body["opening_balance_inr"]), nano(body["credits_inr"]), nano(body["charges_inr"])) == (
+        opening, credits_nano(inside), charged(inside))
+    assert nano(body["closing_balance_inr"]) == opening + credits_nano(inside) - charged(inside)
+    assert sum(r["requests"] for r in body["by_model"]) == sum(row[0] for row in rows.values())
+    csv_text = await (await gateway.client.get(f"/v1/statements/{month}", params={"format": "csv"},
+                                                headers=auth(api_key))).text()
+    [_, *table] = list(csv.reader(io.StringIO(csv_text)))
+    assert {(day, key, model): [int(requests), nano(inr)] for day, key, model, requests, inr in table} == rows
 
 
 async def test_only_an_admin_key_exports_and_only_its_own_org(gateway):
