@@ -450,6 +450,16 @@ BANNER_SIM = re.compile(r"upstream simulator: (http://\S+)")
 BANNER_KEY = re.compile(r"demo API key:\s+(gwk_[A-Za-z0-9_-]{43,})")
 
 
+async def demo_signs_its_checkpoints(url: str, cwd: Path) -> None:
+    """The demo signs with the key it keeps in data/ and publishes it."""
+    assert oct((cwd / "data" / "demo-signing.pem").stat().st_mode)[-3:] == "600"
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{url}/v1/ledger/public-key") as response:
+            assert response.status == 200 and (await response.text()).startswith("-----BEGIN PUBLIC KEY-----")
+        async with session.get(f"{url}/v1/ledger/checkpoints") as response:
+            assert response.status == 200 and "public_keys" in await response.json()
+
+
 async def test_demo_serves_its_printed_key_and_stops_cleanly_on_sigint(tmp_path):
     simulators: list[int] = []
     try:
@@ -470,6 +480,7 @@ async def test_demo_serves_its_printed_key_and_stops_cleanly_on_sigint(tmp_path)
                     body = await response.json()
             assert body["object"] == "chat.completion"
             assert body["choices"][0]["message"]["content"]
+            await demo_signs_its_checkpoints(url, tmp_path)
 
             assert await demo.stop(signal.SIGINT) == 0
         deadline = time.monotonic() + 5
