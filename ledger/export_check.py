@@ -88,6 +88,8 @@ def _hex(text: str, line: int, position: int, name: str) -> bytes:
 def read_line(number: int, raw: bytes) -> tuple[Envelope, bytes, bytes, bytes]:
     """A line's envelope, its chain hash, the previous one, and the event's stored bytes."""
     raw = raw.rstrip(b"\r\n")
+    if not raw:
+        raise Mismatch(number, None, "an empty line: an export has none")
     try:
         head = _envelope(raw)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
@@ -242,8 +244,7 @@ def check(lines: Iterable[bytes], published: Iterable[Published] = (), trusted: 
     begin after the stream's first event."""
     checker, number = Checker(published, trusted, partial), 0
     for number, raw in enumerate(lines, start=1):
-        if raw.strip():
-            checker.feed(number, raw)
+        checker.feed(number, raw)
     return checker.finish(number)
 
 

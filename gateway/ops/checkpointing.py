@@ -30,8 +30,9 @@ async def keep(recorder: Recorder, signer: Signer | None, interval_s: float, sle
 
 
 async def _due_in(recorder: Recorder, interval_s: float) -> float:
+    """When the next checkpoint is due: an interval after the last, or (none yet) after start."""
     latest = await checkpoints.latest(recorder)
-    return 0.0 if latest is None else max(0.0, interval_s - latest.age_s())
+    return interval_s if latest is None else max(0.0, interval_s - latest.age_s())
 
 
 async def _record(recorder: Recorder, signer: Signer | None) -> bool:

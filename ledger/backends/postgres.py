@@ -310,6 +310,7 @@ class PostgresRecorder(Recorder):
     async def snapshot(self) -> AsyncIterator[None]:
         # One REPEATABLE READ transaction pins a snapshot for this task's reads.
         async with self._connection() as db, db.transaction(isolation="repeatable_read", readonly=True):
+            await db.fetchval("SELECT 1")  # the snapshot is taken by the first statement, not by BEGIN
             token = self._snapshot.set(db)
             try:
                 yield

@@ -9,6 +9,7 @@ one before it commits, instead of sleeping in SQLite's busy handler between trie
 
 import asyncio
 import contextlib
+import contextvars
 import os
 import sqlite3
 import tempfile
@@ -94,12 +95,20 @@ class SQLiteRecorder(Recorder):
         # aiosqlite serialises calls per connection but not transactions: one at a time.
         self._write_lock = asyncio.Lock()
         self._file_lock = write_lock.beside(path) if path != ":memory:" else None
-        self._snapshot_lock = asyncio.Lock()  # the reader holds one read transaction at a time
+        # A snapshot's reads go to a connection of its own, in the task that took it: the shared
+        # reader stays current for everyone else (a server's directory, balances, request log).
+        self._snapshot: contextvars.ContextVar[aiosqlite.Connection | None] = contextvars.ContextVar(
+            f"sqlite_snapshot_{id(self)}", default=None)
 
     @classmethod
     def from_url(cls, url: str, *, timeout_s: float = STATEMENT_TIMEOUT_S, clock: Clock = wall_clock_us
                  ) -> "SQLiteRecorder":
         return cls(path_of(url), timeout_s=timeout_s, clock=clock)
+
+    @property
+    def _reader(self) -> aiosqlite.Connection:
+        """Where this task reads: its snapshot's connection, if it holds one, else the shared reader."""
+        return self._snapshot.get() or self._connected.reader
 
     @property
     def _connected(self) -> _Connections:
@@ -200,20 +209,20 @@ class SQLiteRecorder(Recorder):
 
     @translating
     async def read(self, after: int = 0, limit: int = 1000) -> list[Recorded]:
-        rows = await self._connected.reader.execute_fetchall(
+        rows = await self._reader.execute_fetchall(
             f"{SELECT_EVENTS} WHERE position > ? ORDER BY position LIMIT ?", (after, limit))
         return [_row_to_recorded(row) for row in rows]
 
     @translating
     async def read_stream(self, stream_id: str) -> list[Recorded]:
-        rows = await self._connected.reader.execute_fetchall(
+        rows = await self._reader.execute_fetchall(
             f"{SELECT_EVENTS} WHERE stream_id = ? ORDER BY version", (stream_id,))
         return [_row_to_recorded(row) for row in rows]
 
     @translating
     async def read_streams(self, after: int, span: int, low: str, high: str | None) -> list[Recorded]:
         sql, params = streams_after(SELECT_EVENTS, after, span, low, high)
-        rows = await self._connected.reader.execute_fetchall(sql, params)
+        rows = await self._reader.execute_fetchall(sql, params)
         return [_row_to_recorded(row) for row in rows]
 
     def exclusive(self) -> "contextlib.AbstractAsyncContextManager[None]":
@@ -255,7 +264,7 @@ class SQLiteRecorder(Recorder):
 
     @translating
     async def _fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
-        rows = await self._connected.reader.execute_fetchall(sql, tuple(params))
+        rows = await self._reader.execute_fetchall(sql, tuple(params))
         return cast(list[tuple], list(rows))  # typed as sqlite3.Row; with no row_factory set, tuples
 
     @translating
@@ -281,16 +290,22 @@ class SQLiteRecorder(Recorder):
 
     @contextlib.asynccontextmanager
     async def snapshot(self) -> AsyncIterator[None]:
-        # A read transaction pins one WAL snapshot for every read on the reader connection.
-        async with self._snapshot_lock:
-            reader = self._connected.reader
+        # A read transaction on a connection of its own pins one WAL snapshot for this task's reads.
+        if self.path == ":memory:":  # one connection is the whole database: nothing else to pin it on
+            yield
+            return
+        reader = await self._connect()
+        try:
             with unavailable_on(is_outage):
                 await reader.execute("BEGIN")
+                await reader.execute("SELECT 1 FROM ledger_schema LIMIT 1")  # BEGIN alone pins nothing yet
+            token = self._snapshot.set(reader)
             try:
                 yield
             finally:
-                with unavailable_on(is_outage):
-                    await reader.execute("COMMIT")
+                self._snapshot.reset(token)
+        finally:
+            await reader.close()
 
     def opener(self) -> Callable[[str], Recorder]:
         return SQLiteRecorder.from_url

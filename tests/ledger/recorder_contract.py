@@ -363,6 +363,26 @@ class RecorderContract(AuditContract, BudgetsContract, ClaimsContract, ExportCon
 
         assert await asyncio.gather(look(), look()) == [[1], [1]]
 
+    async def test_a_snapshot_pins_only_the_reads_of_the_task_that_took_it(self, recorder):
+        # A server verifying its checkpoints (gateway.ops.checkpointing) must go on seeing new keys,
+        # revocations and balances in every other task while the verification reads its snapshot.
+        await append_ok(recorder, unit("acme", org()))
+        entered, appended = asyncio.Event(), asyncio.Event()
+
+        async def audit() -> list[int]:
+            async with recorder.snapshot():
+                entered.set()
+                await appended.wait()
+                return [r.position for r in await recorder.read()]
+
+        auditing = asyncio.create_task(audit())
+        await entered.wait()
+        await append_ok(recorder, unit("acme", credits(5)))
+        assert [r.position for r in await recorder.read()] == [1, 2]
+        assert await recorder._fetch("SELECT credits_inr_nano FROM orgs") == [(5,)]
+        appended.set()
+        assert await auditing == [1]
+
     async def test_scratch_is_a_new_empty_store(self, recorder):
         await populate(recorder)
         scratch = recorder.scratch()
