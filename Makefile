@@ -56,6 +56,7 @@ bench: install wrk  ## benchmarks (not part of the test run)
 	$(PY) -m bench.ledger_append
 	$(PY) -m bench.audit_scale
 	$(PY) -m bench.statements
+	$(PY) -m bench.export_scale
 
 clean:
 	rm -rf $(VENV) $(CLIENTS_VENV) $(NODE_CLIENTS)/node_modules data .pytest_cache .mypy_cache .ruff_cache

@@ -19,9 +19,11 @@ import json
 import tempfile
 import time
 import uuid
+from decimal import Decimal
 from pathlib import Path
 
 from bench import ledger_check
+from ledger import charges
 from ledger.events import ApiKeyCreated, CreditsAdded, OrgCreated, RequestCompleted
 from ledger.recorder import Append, Content, Recorder
 from ledger.writer import GroupCommitWriter
@@ -38,6 +40,10 @@ def org_units(org_id: str) -> list[Append]:
                                           name="bench", admin=False)])]
 
 
+# What gpt-4o-mini's 12 prompt and 16 completion tokens are priced at: 11,400 nano-USD, as recorded.
+GPT_4O_MINI = charges.per_token(Decimal("0.00000015"), Decimal("0.0000006"))
+
+
 def request_unit(org_id: str, n: int, run: str) -> Append:
     """One chat completion's unit: its charge and its text, like gateway.billing.charging.record."""
     request_id = f"req_{run}_{n:09d}"
@@ -46,7 +52,7 @@ def request_unit(org_id: str, n: int, run: str) -> Append:
         request_id=request_id, key_id=f"key_{org_id}", route="/v1/chat/completions", model="gpt-4o-mini",
         provider="openai", status=200, prompt_tokens=12, completion_tokens=16, cost_usd_nano=11_400,
         cost_inr_nano=957_600, charged_inr_nano=957_600, usd_to_inr="84.0", latency_ms=3,
-        content_id=content.content_id, content_hash=content.sha256)
+        content_id=content.content_id, content_hash=content.sha256, priced=GPT_4O_MINI)
     return Append(org_id, [event], contents=[content])
 
 

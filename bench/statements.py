@@ -23,13 +23,14 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 
 import msgspec
 
 from bench import audit_scale, ledger_append, procs
 from gateway.dashboard import statements
-from ledger import queries
+from ledger import charges, queries
 from ledger.backends import recorder_for
 from ledger.events import CreditsHeld, Draw, RequestCompleted
 from ledger.recorder import Append, Recorder
@@ -43,9 +44,14 @@ READS = 5  # each read is timed this many times; the median is reported
 
 
 def varied(unit: Append, n: int) -> Append:
-    """A request of the bench's shape, on one of the org's keys, models and rates."""
-    event = msgspec.structs.replace(unit.events[0], key_id=f"key_{n % KEYS}", model=MODELS[n % len(MODELS)],
-                                    usd_to_inr=RATES[(n // 7) % len(RATES)])
+    """A request of the bench's shape, on one of the org's keys, models and rates (charged what its
+    cost is at that rate, so its export checks: ledger.charges)."""
+    [request] = unit.events
+    assert isinstance(request, RequestCompleted)
+    rate = RATES[(n // 7) % len(RATES)]
+    inr = charges.inr_nano(request.cost_usd_nano, Decimal(rate))
+    event = msgspec.structs.replace(request, key_id=f"key_{n % KEYS}", model=MODELS[n % len(MODELS)],
+                                    usd_to_inr=rate, cost_inr_nano=inr, charged_inr_nano=inr)
     return Append(unit.stream_id, [event], contents=unit.contents)
 
 

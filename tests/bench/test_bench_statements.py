@@ -9,6 +9,9 @@ import sys
 from decimal import Decimal
 from pathlib import Path
 
+from bench import statements
+from ledger import charges
+
 ROOT = Path(__file__).resolve().parents[2]
 REQUESTS = 2_000
 
@@ -21,7 +24,8 @@ def test_a_small_ledger_is_built_and_its_statements_read(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(out.read_text())
     assert result["requests"] == REQUESTS and result["by_key"] == 8
-    assert Decimal(result["charges_inr"]) == REQUESTS * Decimal("0.0009576")  # bench.ledger_append's charge
+    charged = sum(charges.inr_nano(11_400, Decimal(statements.RATES[(n // 7) % 2])) for n in range(REQUESTS))
+    assert Decimal(result["charges_inr"]) * 10**9 == charged  # bench.ledger_append's cost at each request's rate
     assert result["closing_balance_inr"] == result["balance_now_inr"]
     assert set(result["reads"]) == {"statement 2025-01 (JSON)", "statement 2025-01 (CSV)",
                                     "statement 2025-02 (JSON, opening over January)"}
