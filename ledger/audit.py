@@ -102,23 +102,25 @@ async def verify(recorder: Recorder, *, workers: int = 1) -> tuple[int, list[str
 
 
 async def verification(recorder: Recorder, *, workers: int = 1, incremental: bool = False,
-                       with_projections: bool = True) -> Verification:
+                       with_projections: bool = True, batch: int = chains.BATCH) -> Verification:
     """Verify the whole ledger, or (`incremental`) the events after the last checkpoint (the whole
     ledger when there is none): their chains, continuing from its heads, not the projections.
-    Without `with_projections`, a whole verification checks the chains alone, in this process."""
+    Without `with_projections`, a whole verification checks the chains alone, in this process.
+    A chain check reads `batch` events at a time (a server's smaller: it holds the loop per batch)."""
     async with recorder.snapshot():
         last = await queries.last_position(recorder)
         if incremental and (start := await checkpoints.latest(recorder)) is not None:
-            return await _from_checkpoint(recorder, start, last)
+            return await _from_checkpoint(recorder, start, last, batch)
         if not with_projections:
-            checked, problems, heads = await chains.check_range(recorder, 1, last)
+            checked, problems, heads = await chains.check_range(recorder, 1, last, size=batch)
             return Verification(checked, problems, last, heads, full=False)
         async with Crew(workers_for(recorder, last, workers)) as crew:
             return await _verify_all(crew, recorder, last)
 
 
-async def _from_checkpoint(recorder: Recorder, start: checkpoints.Checkpoint, last: int) -> Verification:
-    checked, problems, heads = await chains.check_range(recorder, start.verified.upto + 1, last, start.heads())
+async def _from_checkpoint(recorder: Recorder, start: checkpoints.Checkpoint, last: int, batch: int
+                           ) -> Verification:
+    checked, problems, heads = await chains.check_range(recorder, start.verified.upto + 1, last, start.heads(), batch)
     problems = await chains.heads_changed(recorder, start.heads(), start.verified.upto) + problems
     return Verification(checked, problems, last, heads, full=False)
 
@@ -243,12 +245,13 @@ class Follower:
 
 
 async def keep_verified(recorder: Recorder, *, workers: int = 1, incremental: bool = True,
-                        signer: Signer | None = None, with_projections: bool = True) -> tuple[Verification, int | None]:
+                        signer: Signer | None = None, with_projections: bool = True, batch: int = chains.BATCH
+                        ) -> tuple[Verification, int | None]:
     """Verify (from the last checkpoint, unless not `incremental`) and, when the ledger verifies
     and has moved on since that checkpoint, record a new one (signed, given a signer); returns the
     verification and the new checkpoint's position (None: none recorded)."""
     verified = await verification(recorder, workers=workers, incremental=incremental,
-                                  with_projections=with_projections)
+                                  with_projections=with_projections, batch=batch)
     previous = await checkpoints.latest(recorder)
     if verified.problems or (previous is not None and not previous.moved_on(verified.heads)):
         return verified, None

@@ -23,15 +23,15 @@ LOOKUPS = 400  # events looked up in one query (two parameters each)
 POSITIONS = "SELECT count(*), COALESCE(MIN(position), 0), COALESCE(MAX(position), 0) FROM events WHERE position <= ?"
 
 
-async def check_range(recorder: Recorder, first: int, last: int, start: dict[str, Head] | None = None
-                      ) -> tuple[int, list[str], dict[str, Head]]:
+async def check_range(recorder: Recorder, first: int, last: int, start: dict[str, Head] | None = None,
+                      size: int = BATCH) -> tuple[int, list[str], dict[str, Head]]:
     """(events checked, problems, each stream's head at the end) of positions `first`..`last`,
-    every stream starting from its head in `start` (a checkpoint's), or from nothing. An
-    undecodable event is the one problem then."""
+    every stream starting from its head in `start` (a checkpoint's), or from nothing, `size`
+    events at a time. An undecodable event is the one problem then."""
     heads = dict(start or {})
     checked, at, problems = 0, first - 1, list[str]()
     try:
-        async for batch in ranged(recorder, first, last):
+        async for batch in ranged(recorder, first, last, size):
             at, found = check_chain(batch, heads, at)
             checked, problems = checked + len(batch), problems + found
     except CorruptEvent as exc:

@@ -34,6 +34,14 @@ async def populate_many(recorder) -> None:
 
 
 class AuditContract:
+    async def test_a_chain_check_in_small_batches_agrees_with_one_in_large(self, recorder):
+        # A server checks its checkpoints' chains a few events at a time (gateway.ops.checkpointing).
+        await populate_many(recorder)
+        small = await audit.verification(recorder, with_projections=False, batch=3)
+        large = await audit.verification(recorder, with_projections=False)
+        assert (small.checked, small.problems, small.heads) == (large.checked, large.problems, large.heads)
+        assert small.checked == MANY and not small.full
+
     async def test_verify_in_two_processes_agrees_with_one(self, recorder):
         await populate_many(recorder)
         assert await audit.verify(recorder, workers=2) == await audit.verify(recorder) == (MANY, [])
