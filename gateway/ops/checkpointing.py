@@ -5,6 +5,8 @@ it, and the other finds it recent. Chains only, never the projections (that is `
 a job for a separate process): the work comes in batches between which requests are served."""
 
 import asyncio
+import random
+import time
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -21,21 +23,26 @@ Sleep = Callable[[float], Awaitable[None]]
 
 
 async def keep(recorder: Recorder, signer: Signer | None, interval_s: float, sleep: Sleep = asyncio.sleep) -> None:
-    """Until cancelled: a checkpoint whenever the last is `interval_s` old."""
+    """Until cancelled: a checkpoint whenever the last is `interval_s` old. Each wait ends a little
+    late, by chance, and is then measured again: of the processes sharing a ledger (workers,
+    replicas), the first to wake records it and the others find it recent."""
+    started = time.monotonic()
     while True:
         try:
-            await sleep(await _due_in(recorder, interval_s))
-            if not await _record(recorder, signer):  # nothing new, or it does not verify: not again at once
+            if (due := await _due_in(recorder, interval_s, time.monotonic() - started)) > 0:
+                await sleep(due + random.uniform(0, interval_s / 10))
+            elif not await _record(recorder, signer):  # nothing new, or it does not verify: not again at once
                 await sleep(interval_s)
         except LedgerError as exc:  # the database away or a timeout: try again an interval later
             log.warning("checkpoint_failed", error=str(exc))
             await sleep(interval_s)
 
 
-async def _due_in(recorder: Recorder, interval_s: float) -> float:
-    """When the next checkpoint is due: an interval after the last, or (none yet) after start."""
+async def _due_in(recorder: Recorder, interval_s: float, running_s: float) -> float:
+    """How long until the next checkpoint is due: an interval after the last, or (none yet) after
+    this process started (`running_s` ago)."""
     latest = await checkpoints.latest(recorder)
-    return interval_s if latest is None else max(0.0, interval_s - latest.age_s())
+    return max(0.0, interval_s - (running_s if latest is None else latest.age_s()))
 
 
 async def _record(recorder: Recorder, signer: Signer | None) -> bool:
