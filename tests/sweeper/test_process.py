@@ -225,6 +225,14 @@ async def test_a_bad_setting_is_exit_2_naming_the_key(config_file):
     assert result.returncode == 2 and "text_days" in result.stderr
 
 
+def test_a_signing_key_that_cannot_be_read_is_exit_2_naming_it(tmp_path):
+    config = tmp_path / "gateway.toml"
+    config.write_text(f'[ledger]\nurl = "sqlite:///{tmp_path}/ledger.db"\nsigning_key = "{tmp_path}/none.pem"\n')
+    result = subprocess.run([sys.executable, "-m", "sweeper", "--once", "--config", str(config)],
+                            capture_output=True, text=True, timeout=30, env=sweeper_env())
+    assert result.returncode == 2 and "signing_key" in result.stderr and "none.pem" in result.stderr
+
+
 def test_as_of_must_be_an_iso_instant(config_file):
     result = subprocess.run([sys.executable, "-m", "sweeper", "--once", "--as-of", "yesterday"],
                             capture_output=True, text=True, timeout=30)

@@ -26,10 +26,12 @@ def test_its_sections_are_read_and_the_gateways_keys_passed_over(tmp_path):
 
 
 def test_environment_overrides_and_env_secrets(tmp_path):
-    path = write(tmp_path, '[storage]\ns3_secret_access_key = "env:MY_S3_SECRET"\n')
-    settings = load(path, environ={"MY_S3_SECRET": "hidden", "GATEWAY_RETENTION_TEXT_DAYS": "90",
+    path = write(tmp_path, '[storage]\ns3_secret_access_key = "env:MY_S3_SECRET"\n[ledger]\nsigning_key = "env:KEY"\n')
+    settings = load(path, environ={"MY_S3_SECRET": "hidden", "KEY": "-----BEGIN PRIVATE KEY-----",
+                                   "GATEWAY_RETENTION_TEXT_DAYS": "90",
                                    "GATEWAY_STORAGE_RETENTION_DAYS": "7", "GATEWAY_SERVER_PORT": "1"})
     assert settings.storage.s3_secret_access_key == "hidden"
+    assert settings.ledger.signing_key == "-----BEGIN PRIVATE KEY-----"  # the gateway's key, for its checkpoints
     assert (settings.retention.text_days, settings.storage.retention_days) == (90, 7)
 
 

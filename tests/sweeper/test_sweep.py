@@ -4,8 +4,9 @@ import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 
-from ledger import audit, checkpoints
+from ledger import audit, checkpoints, signing
 from ledger.backends.sqlite import SQLiteRecorder
+from ledger.signing import Signer
 from storage.objects import ObjectStore
 from tests.support import count_objects
 from sweeper.sweep import NO_STORAGE, Sweeper
@@ -182,6 +183,17 @@ async def test_a_pass_keeps_the_ledger_verified_from_checkpoint_to_checkpoint(re
     assert eager.checkpoint is None and eager.ledger_problems == [
         f"stream {head.stream_id} v{head.version}: no longer the event the checkpoint at {upto} verified"]
     assert (await checkpoints.latest(recorder)) == latest
+
+
+async def test_a_sweeper_with_a_signing_key_signs_its_checkpoints(recorder, store, s3_client):
+    await host_tracks(recorder, s3_client, store.bucket, 1)
+    signer = Signer.generate()
+    report = await Sweeper(recorder, store, retention_days=30, checkpoint_interval_s=300, signer=signer).run_pass(
+        await created_at(recorder))
+    [published] = [c.published() for c in await checkpoints.newest(recorder, None, 10)]
+    assert report.checkpoint == published["position"] and published["key_id"] == signer.key_id
+    assert signing.verify(published["public_key"], published["signature"],
+                          signing.message(published["upto"], bytes.fromhex(published["root"])))
 
 
 async def test_a_sweeper_set_not_to_verify_records_no_checkpoint(recorder, store):
