@@ -80,3 +80,9 @@ def test_a_signing_key_that_is_not_one_is_refused_by_name(tmp_path):
     refused = run_cli("ledger", "verify", "--checkpoint", "--config", cfg)
     assert refused.returncode == 1 and "private key" in refused.stderr
     assert msgspec.json.decode(run_cli("ledger", "verify", "--config", cfg).stdout)["ok"]
+
+
+def test_a_server_with_a_signing_key_it_cannot_read_does_not_start(tmp_path):
+    cfg = str(write_config(tmp_path, ledger_toml(tmp_path / "ledger.db", f'signing_key = "{tmp_path}/none.pem"\n')))
+    refused = run_cli("serve", "--port", "0", "--config", cfg, timeout=30)
+    assert refused.returncode == 2 and "ledger.signing_key" in refused.stderr and "none.pem" in refused.stderr
