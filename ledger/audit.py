@@ -57,7 +57,7 @@ async def share_of(recorder: Recorder, streams: StreamRange, upto: int, size: in
 
 async def rebuild_share(live: Recorder, scratch: Recorder, streams: StreamRange, upto: int) -> None:
     """Project a share of the streams' events, up to `upto`, into an empty scratch store."""
-    await scratch.rebuild(share_of(live, streams, upto), reset=False)
+    await scratch.rebuild(share_of(live, streams, upto))
 
 
 async def verify_share(live: Recorder, scratch: Recorder, streams: StreamRange, upto: int
@@ -79,7 +79,7 @@ async def verify_share(live: Recorder, scratch: Recorder, streams: StreamRange, 
             yield batch
 
     try:
-        await scratch.rebuild(checked(), reset=False)
+        await scratch.rebuild(checked())
     except CorruptEvent as exc:
         return 0, [str(exc)], heads
     except LedgerError as exc:  # a log the chains already fault may not even project
@@ -221,7 +221,7 @@ async def replay(recorder: Recorder, progress: Progress | None = None, *, worker
         shares = await stream_ranges(recorder, crew.workers) if crew.workers > 1 else [EVERY_STREAM]
         async with Scratches(recorder, len(shares)) as scratches:
             if crew.workers == 1:
-                await scratches[0].rebuild(batches(recorder, upto=since, progress=progress), reset=False)
+                await scratches[0].rebuild(batches(recorder, upto=since, progress=progress))
             else:
                 await _rebuild_shares(crew, recorder, scratches, shares, since)
             await scratches[0].absorb(scratches[1:], tables)
@@ -239,7 +239,7 @@ class Follower:
         store's write lock: nothing more comes meanwhile); the position it then holds."""
         end = await queries.last_position(self.live)
         if end > self.caught:
-            await self.rebuilt.rebuild(batches(self.live, after=self.caught, upto=end), reset=False)
+            await self.rebuilt.rebuild(batches(self.live, after=self.caught, upto=end))
             self.caught = end
         return end
 

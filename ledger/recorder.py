@@ -354,12 +354,12 @@ class Recorder(abc.ABC):
         are untouched, so every chain still verifies. The only change ever made to content."""
 
     @abc.abstractmethod
-    async def rebuild(self, events: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
-        """Apply the projection of already recorded events, optionally after emptying it.
+    async def rebuild(self, events: AsyncIterable[list[Recorded]]) -> None:
+        """Apply the projection of already recorded events to this store's projection tables (a
+        scratch store's: verify and replay build there, and replay swaps the result in).
 
-        Used by replay (on the live store) and verify (on a scratch store). Events are
-        not written; only projection tables change. `events` (batches of them) is consumed while holding the
-        write lock, so no append commits between reading the log and resetting the tables.
+        Events are not written; only projection tables change. `events` (batches of them) is
+        consumed while holding the write lock, so no append commits meanwhile.
         """
 
     @abc.abstractmethod

@@ -293,12 +293,10 @@ class PostgresRecorder(Recorder):
         return int(status.rpartition(" ")[2])
 
     @translating
-    async def rebuild(self, events: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
+    async def rebuild(self, events: AsyncIterable[list[Recorded]]) -> None:
         folder = batches.Folder(deferring=True)
         async with self._connection() as db, db.transaction():
             await self._lock_appends(db)
-            if reset:
-                await db.execute(f"TRUNCATE {', '.join(projections.TABLES)}")
             async for batch in events:
                 await self._apply(db, folder.runs(batch))
             await self._apply(db, folder.flush())

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, cast
 import aiosqlite
 import msgspec
 
-from ledger import batches, projections, schema
+from ledger import batches, schema
 from ledger.backends import sqlite_schema, sqlite_writes
 from ledger.backends.sqlite_writes import SELECT_EVENTS
 from ledger.partitions import streams_after
@@ -274,14 +274,11 @@ class SQLiteRecorder(Recorder):
             return cursor.rowcount
 
     @translating
-    async def rebuild(self, events: AsyncIterable[list[Recorded]], *, reset: bool) -> None:
+    async def rebuild(self, events: AsyncIterable[list[Recorded]]) -> None:
         async with self._exclusive():
             db = self._connected.writer
             await db.execute("BEGIN IMMEDIATE")
             try:
-                if reset:
-                    for table in projections.TABLES:
-                        await db.execute(f"DELETE FROM {table}")
                 await _apply_overlapped(db, events)
                 await db.commit()
             except BaseException:

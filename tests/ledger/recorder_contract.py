@@ -432,7 +432,7 @@ class RecorderContract(AuditContract, BudgetsContract, ClaimsContract, ExportCon
         scratch = recorder.scratch()
         await scratch.open()
         try:
-            await scratch.rebuild(audit.batches(recorder), reset=False)
+            await scratch.rebuild(audit.batches(recorder))
             for table in projections.TABLES:  # every key's shape, paged by one and by two rows
                 for page in (1, 2):
                     assert await audit.first_difference(table, scratch, scratch, page=page) is None

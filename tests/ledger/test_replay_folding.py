@@ -71,7 +71,7 @@ async def run(path: Path, sequence: list[tuple], size: int, carried: int) -> Non
         await scratch.open()
         try:
             batches.DEFERRED_ROWS = carried
-            await scratch.rebuild(audit.batches(recorder, size=size), reset=False)
+            await scratch.rebuild(audit.batches(recorder, size=size))
             assert await projection_tables(scratch) == live
         finally:
             await scratch.close()
