@@ -109,11 +109,7 @@ def run_step(name: str, args: list[str]) -> dict:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=100_000)
-    parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
-    parser.add_argument("--ledger", help="keep the ledger here (a file, or a PostgreSQL URL) and reuse it")
-    parser.add_argument("--json", help="also write the results as JSON to this file")
+    parser = statements.ledger_parser(__doc__)
     parser.add_argument("--step", nargs="+", help=argparse.SUPPRESS)  # one measured step's own process
     arguments = parser.parse_args()
     if arguments.step:

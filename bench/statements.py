@@ -162,12 +162,18 @@ def main(args: argparse.Namespace) -> None:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def ledger_parser(doc: str) -> argparse.ArgumentParser:
+    """The options of a benchmark of one org's month on this ledger (bench.export_scale's too)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100_000)
     parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--ledger", help="keep the ledger here (a file, or a PostgreSQL URL) and reuse it")
     parser.add_argument("--json", help="also write the results as JSON to this file")
+    return parser
+
+
+if __name__ == "__main__":
+    parser = ledger_parser(__doc__)
     parser.add_argument("--read", help=argparse.SUPPRESS)  # the timed reads' own process
     arguments = parser.parse_args()
     if arguments.read:
