@@ -154,6 +154,7 @@ ENV_OVERRIDES = [
     ("GATEWAY_LEDGER_TIMEOUT_S", "2.5", "ledger.timeout_s", 2.5),
     ("GATEWAY_LEDGER_CONNECT_TIMEOUT_S", "1", "ledger.connect_timeout_s", 1.0),
     ("GATEWAY_LEDGER_CHECKPOINT_INTERVAL_S", "60", "ledger.checkpoint_interval_s", 60.0),
+    ("GATEWAY_LEDGER_SIGNING_KEY", "/keys/ledger.pem", "ledger.signing_key", "/keys/ledger.pem"),
     ("GATEWAY_REDIS_URL", "redis://127.0.0.1:6379/2", "redis.url", "redis://127.0.0.1:6379/2"),
     ("GATEWAY_REDIS_CONNECT_TIMEOUT_S", "0.1", "redis.connect_timeout_s", 0.1),
     ("GATEWAY_REDIS_TIMEOUT_S", "0.3", "redis.timeout_s", 0.3),
