@@ -5,6 +5,8 @@ measures (modules, loops, the longest import chain)."""
 
 import ast
 import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -103,3 +105,11 @@ def test_the_measures_see_a_loop_a_chain_and_every_kind_of_import(tmp_path):
         """))
     known = {"gateway.config", "gateway.ops.metrics", "gateway.billing.pricing"}
     assert imported("gateway.routing.probe", probe, known) == known
+
+
+def test_the_offline_verifier_needs_no_database_nor_the_gateway():
+    # `python -m ledger.export_check` runs where only the package is installed (issue 28).
+    probe = ("import sys, ledger.export_check; print(sorted({m.split('.')[0] for m in sys.modules}"
+             " & {'aiosqlite', 'asyncpg', 'sqlite3', 'gateway', 'aiohttp', 'redis', 'storage'}))")
+    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert found.returncode == 0 and found.stdout.strip() == "[]", found.stdout + found.stderr
