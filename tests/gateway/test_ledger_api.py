@@ -228,3 +228,13 @@ async def test_a_checkpoint_publishes_leaves_not_streams(signing_gateway):
     [key] = body["public_keys"]
     assert key["current"] and base64.b64decode(body["checkpoints"][0]["public_key"]) == signing.public_raw(
         key["public_key_pem"].encode())
+
+
+async def test_the_operator_s_export_is_the_same_lines(gateway, tmp_path):
+    org = await gateway.new_org("5")
+    await every_billed_route(gateway, org["api_key"])
+    config = tmp_path / "operator.toml"
+    config.write_text(f'[ledger]\nurl = "{gateway.ledger.recorder.url}"\n')
+    exported = await run_cli_async("ledger", "export", org["org_id"], "--config", str(config))
+    assert exported.returncode == 0, exported.stderr
+    assert exported.stdout.encode() == b"".join(await download(gateway, org["api_key"]))
