@@ -59,17 +59,20 @@ def parse_instant(text: str) -> int:
 
 
 def envelope(stream_id: str, position: int, version: int, recorded_at_us: int, chain_hash: bytes,
-             prev_hash: bytes) -> bytes:
-    """A line's head, before the event's own fields: the same bytes for the same values, always."""
+             prev_hash: bytes, recorded_at: bytes | None = None) -> bytes:
+    """A line's head, before the event's own fields: the same bytes for the same values, always
+    (`recorded_at`, when given, is instant(recorded_at_us), already written)."""
+    stamp = instant(recorded_at_us).encode() if recorded_at is None else recorded_at
     return (b'{"position":%d,"stream_id":%s,"version":%d,"recorded_at":"%s","recorded_at_us":%d,'
-            b'"hash":"%s","prev_hash":"%s",' % (position, _encode(stream_id), version, instant(recorded_at_us).encode(),
-                                                recorded_at_us, chain_hash.hex().encode(), prev_hash.hex().encode()))
+            b'"hash":"%s","prev_hash":"%s",' % (position, _encode(stream_id), version, stamp, recorded_at_us,
+                                                chain_hash.hex().encode(), prev_hash.hex().encode()))
 
 
-def line(stream_id: str, row: tuple, prev_hash: bytes) -> bytes:
+def line(stream_id: str, row: tuple, prev_hash: bytes, recorded_at: bytes | None = None) -> bytes:
     """One event row (position, version, recorded_at_us, data, hash) as an export line."""
     position, version, at, data, chain_hash = row
-    return envelope(stream_id, position, version, at, bytes(chain_hash), prev_hash) + bytes(data)[1:] + b"\n"
+    return envelope(stream_id, position, version, at, bytes(chain_hash), prev_hash, recorded_at) + bytes(data)[1:] \
+        + b"\n"
 
 
 async def lines(recorder: Recorder, stream_id: str, window: Window = EVERYTHING) -> AsyncIterator[bytes]:
@@ -77,13 +80,15 @@ async def lines(recorder: Recorder, stream_id: str, window: Window = EVERYTHING)
     version = await _first_version(recorder, stream_id, window) - 1
     prev = GENESIS_HASH if version == 0 else bytes((await _at(recorder, stream_id, version))[2])
     left = window.limit if window.limit is not None else 2**62
+    stamp = (-1, b"")  # the last time written: the events of one append share theirs
     while left > 0 and (rows := await recorder._fetch(ROWS, [stream_id, version, min(PAGE, left)])):
         page = []
         for row in rows:
             if window.to_us is not None and row[2] >= window.to_us:
                 left = 0
                 break
-            page.append(line(stream_id, row, prev))
+            stamp = stamp if stamp[0] == row[2] else (row[2], instant(row[2]).encode())
+            page.append(line(stream_id, row, prev, stamp[1]))
             prev, version, left = bytes(row[4]), row[1], left - 1
         if page:
             yield b"".join(page)
