@@ -177,7 +177,11 @@ class Checker:
 
     def _check_signature(self, checkpoint: Published) -> None:
         where = f"checkpoint at position {checkpoint.position}"
-        if signing.root(bytes.fromhex(leaf) for leaf in checkpoint.leaves).hex() != checkpoint.root:
+        try:
+            root = signing.root(bytes.fromhex(leaf) for leaf in checkpoint.leaves).hex()
+        except ValueError:
+            raise Mismatch(0, None, f"{where}: a leaf is not hex") from None
+        if root != checkpoint.root:  # so the root, compared below, is hex too
             raise Mismatch(0, None, f"{where}: its root is not the hash of its leaves")
         if not checkpoint.signature:
             if self.trusted is not None:

@@ -207,6 +207,10 @@ class ExportContract:
         assert "is not signed" in mismatch(lines, published, frozenset({old.key_id, new.key_id})).why
         forged_signature = msgspec.structs.replace(signed[0], upto=signed[0].upto + 1)
         assert "signature does not verify" in mismatch(lines, [forged_signature]).why
+        not_hex = msgspec.structs.replace(signed[0], leaves=["zz", *signed[0].leaves])
+        assert "a leaf is not hex" in mismatch(lines, [not_hex]).why
+        other_root = msgspec.structs.replace(signed[0], leaves=signed[0].leaves[1:])
+        assert "root is not the hash of its leaves" in mismatch(lines, [other_root]).why
 
     async def test_an_export_cut_short_of_a_checkpoint_is_caught(self, recorder):
         await billed(recorder)
