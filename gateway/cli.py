@@ -64,12 +64,8 @@ def _export_parsers(ledger_commands: argparse._SubParsersAction, common: argpars
     export.add_argument("--from", dest="since", metavar="ISO", help="events recorded from this time on")
     export.add_argument("--to", dest="until", metavar="ISO", help="events recorded before this time")
     export.add_argument("--out", metavar="FILE", help="write here (default: standard output)")
-    check = ledger_commands.add_parser("check-export", help="check an export offline (no database, no config)")
-    check.add_argument("file")
-    check.add_argument("--checkpoints", metavar="FILE", help="the JSON of GET /v1/ledger/checkpoints")
-    check.add_argument("--public-key", action="append", default=[], metavar="PEM",
-                       help="trust only checkpoints signed by this key; repeatable")
-    check.add_argument("--partial", action="store_true", help="the export may begin after the stream's first event")
+    export_check.add_arguments(ledger_commands.add_parser(
+        "check-export", help="check an export offline (no database, no config)"))
     keygen = ledger_commands.add_parser("keygen", help="write a new Ed25519 key to sign checkpoints with")
     keygen.add_argument("--out", required=True, metavar="FILE", help="the private key (PEM); mode 600")
 
@@ -212,12 +208,8 @@ async def _export(recorder: Recorder, args: argparse.Namespace) -> int:
 def _offline(args: argparse.Namespace) -> int:
     """The ledger commands that open no database and read no configuration."""
     if args.action == "check-export":
-        return export_check.main([args.file, *(["--checkpoints", args.checkpoints] if args.checkpoints else []),
-                                  *(arg for key in args.public_key for arg in ("--public-key", key)),
-                                  *(["--partial"] if args.partial else [])])
-    signer = Signer.generate()
-    with open(os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
-        out.write(signer.private_pem())
+        return export_check.run(args)
+    signer = Signer.written_to(args.out)
     sys.stdout.buffer.write(lines({"ok": True, "key_id": signer.key_id, "public_key_pem": signer.public_pem}))
     return 0
 

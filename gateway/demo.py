@@ -1,7 +1,6 @@
 """`gateway demo`: the gateway on its embedded default, the simulator as every upstream."""
 
 import asyncio
-import os
 import sys
 from pathlib import Path
 
@@ -63,8 +62,7 @@ def with_signing_key(config: Config) -> Config:
         return config
     if not DEMO_SIGNING_KEY.exists():
         DEMO_SIGNING_KEY.parent.mkdir(parents=True, exist_ok=True)
-        with open(os.open(DEMO_SIGNING_KEY, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
-            out.write(Signer.generate().private_pem())
+        Signer.written_to(DEMO_SIGNING_KEY)
     return msgspec.structs.replace(config, ledger=msgspec.structs.replace(config.ledger,
                                                                           signing_key=str(DEMO_SIGNING_KEY)))
 

@@ -22,8 +22,6 @@ from ledger.export import instant
 from ledger.recorder import Append, CorruptEvent, Recorder
 
 STREAM = "$ledger"  # no org id starts with "$"
-LATEST = ("SELECT position, recorded_at_us, data FROM events WHERE stream_id = ?"
-          " ORDER BY version DESC LIMIT 1")
 NEWEST_FIRST = ("SELECT position, recorded_at_us, data FROM events WHERE stream_id = ? AND position < ?"
                 " ORDER BY version DESC LIMIT ?")
 
@@ -71,8 +69,7 @@ def _checkpoint(position: int, at: int, data: bytes) -> Checkpoint:
 
 async def latest(recorder: Recorder) -> Checkpoint | None:
     """The last checkpoint recorded, if any."""
-    rows = await recorder._fetch(LATEST, [STREAM])
-    return _checkpoint(*rows[0]) if rows else None
+    return next(iter(await newest(recorder, None, 1)), None)
 
 
 async def newest(recorder: Recorder, before: int | None, limit: int) -> list[Checkpoint]:

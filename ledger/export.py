@@ -102,6 +102,8 @@ async def _at(recorder: Recorder, stream_id: str, version: int) -> tuple:
 async def _first_version(recorder: Recorder, stream_id: str, window: Window) -> int:
     """The first version of the stream after `window.after` recorded from `window.from_us` on
     (the head's version + 1 when none)."""
+    if window.after <= 0 and window.from_us is None:
+        return 1  # from the start: nothing to look for
     [(head,)] = await recorder._fetch(HEAD, [stream_id])
 
     async def inside(version: int) -> bool:

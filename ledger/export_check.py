@@ -265,16 +265,18 @@ def check_file(path: str, checkpoints: str | None = None, public_keys: Sequence[
         return check(file, published, trusted or None, partial)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Exit 0 when the export is consistent (report on stdout), 1 with the first mismatch on stderr."""
-    parser = argparse.ArgumentParser(prog="python -m ledger.export_check", description=__doc__.split("\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The check's arguments, as `gateway ledger check-export` and `python -m ledger.export_check` take them."""
     parser.add_argument("file", help="an export: GET /v1/ledger/events or gateway ledger export")
-    parser.add_argument("--checkpoints", help="the JSON of GET /v1/ledger/checkpoints")
+    parser.add_argument("--checkpoints", metavar="FILE", help="the JSON of GET /v1/ledger/checkpoints")
     parser.add_argument("--public-key", action="append", default=[], metavar="PEM",
                         help="trust only checkpoints signed by this key (GET /v1/ledger/public-key); repeatable")
     parser.add_argument("--partial", action="store_true",
                         help="the export may begin after the stream's first event (no balance then)")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Exit 0 when the export is consistent (report on stdout), 1 with the first mismatch on stderr."""
     try:
         report = check_file(args.file, args.checkpoints, args.public_key, args.partial)
     except (Mismatch, OSError, msgspec.DecodeError, signing.SigningKeyError) as exc:
@@ -282,6 +284,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     print(json.dumps(report))
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ledger.export_check", description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

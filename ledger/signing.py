@@ -11,6 +11,7 @@ that key is the operator's is what a customer checks against the published one.
 
 import base64
 import hashlib
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -109,6 +110,14 @@ class Signer:
     @classmethod
     def generate(cls) -> "Signer":
         return cls(Ed25519PrivateKey.generate())
+
+    @classmethod
+    def written_to(cls, path: str | Path) -> "Signer":
+        """A new key, written to `path` (PEM, readable by its owner alone); never over a file there."""
+        signer = cls.generate()
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+            out.write(signer.private_pem())
+        return signer
 
     def private_pem(self) -> bytes:
         return self._private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import contextvars
 import re
-import time
 import uuid
 from typing import cast
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
@@ -20,12 +19,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 import msgspec
 
-from ledger import backfills, batches, periods, projections, schema
+from ledger import batches, periods, projections, schema
 from ledger.events import decode_event
+from ledger.backends import pg_schema
 from ledger.backends.pg_writes import Run, SetWriter, numbered
 from ledger.partitions import streams_after
 from ledger.recorder import (
-    CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, Append, CorruptEvent, Outcome, Recorded, Recorder,
+    SCHEMA_VERSION, Append, CorruptEvent, Outcome, Recorded, Recorder,
     Clock, Holds, RecorderClosed, accepted, held_by, holding_keys, holds_taken, isolating_rejections, out_of_date,
     plan, wall_clock_us,
 )
@@ -40,20 +40,6 @@ from ledger.backends.timeouts import (
 APPEND_LOCK = 7_381_446_205_117  # pg_advisory_xact_lock key: one writer of the log at a time
 # An append's first round trip: its transaction and the lock (see the module doc), no parameters.
 BEGIN_APPEND = f"BEGIN; SELECT pg_advisory_xact_lock({APPEND_LOCK})"
-SCHEMA_LOCK = APPEND_LOCK + 1  # concurrent CREATE ... IF NOT EXISTS can still collide
-
-# Tables and indexes are ledger.schema's; the trigger and the column upgrades are PostgreSQL's.
-SCHEMA = schema.create_tables(postgres=True) + """
-CREATE OR REPLACE FUNCTION ledger_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN RAISE EXCEPTION 'ledger events are immutable and permanent'; END $$;
-DROP TRIGGER IF EXISTS events_are_immutable ON events;
-CREATE TRIGGER events_are_immutable BEFORE UPDATE OR DELETE OR TRUNCATE ON events
-    FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
-ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS last_used_at_us BIGINT;
-ALTER TABLE idempotency_keys ADD COLUMN IF NOT EXISTS running_until_us BIGINT NOT NULL DEFAULT 0;
-ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS held_inr_nano BIGINT NOT NULL DEFAULT 0;
-ALTER TABLE request_log ADD COLUMN IF NOT EXISTS anomaly TEXT NOT NULL DEFAULT '';
-""" + schema.create_indexes(partial=False) + schema.create_indexes(partial=True)
 SELECT_EVENTS = "SELECT position, stream_id, version, recorded_at_us, type, data, hash FROM events"
 # Everything plan() needs, read in one round trip once the lock is held (a statement of its own, so
 # its snapshot is taken after the lock): each stream's head (one index probe per stream, however
@@ -158,24 +144,8 @@ class PostgresRecorder(Recorder):
             raise out_of_date(found)
 
     async def _prepare(self, migrate: bool) -> int:
-        """The store's schema version, after bringing it up to date when `migrate` (one process
-        at a time: the advisory lock)."""
         async with self._connection() as db, db.transaction():
-            await db.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK, timeout=MIGRATE_TIMEOUT_S)
-            found = await self._version(db)
-            if found < SCHEMA_VERSION and migrate:
-                await db.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
-                await db.execute(SCHEMA, timeout=MIGRATE_TIMEOUT_S)
-                for statement in backfills.due(found, _json_field, DRAWN):  # a new store: nothing to fill
-                    await db.execute(statement, timeout=MIGRATE_TIMEOUT_S)
-                await db.execute(SCHEMA_VERSIONS)
-                await db.execute("INSERT INTO ledger_schema (version, applied_at_us) VALUES ($1, $2)",
-                                 SCHEMA_VERSION, time.time_ns() // 1000)
-        return found
-
-    async def _version(self, db: asyncpg.Connection) -> int:
-        exists = await db.fetchval("SELECT to_regclass('ledger_schema') IS NOT NULL")
-        return await db.fetchval(CURRENT_VERSION) if exists else 0
+            return await pg_schema.prepare(db, self.schema, migrate)
 
     async def close(self) -> None:
         if self._pool is None:
@@ -320,15 +290,6 @@ class PostgresRecorder(Recorder):
 
     def scratch(self) -> "PostgresRecorder":
         return _ScratchPostgresRecorder(self._dsn, f"replay_{uuid.uuid4().hex[:16]}")
-
-
-# The sum of a request_completed event's draws (ledger.backfills.BACKFILL_V9); NULL without any.
-DRAWN = ("(SELECT SUM((d ->> 'amount_inr_nano')::bigint)"
-         " FROM jsonb_array_elements(convert_from(data, 'UTF8')::jsonb -> 'draws') AS d)")
-
-
-def _json_field(name: str) -> str:
-    return f"(convert_from(data, 'UTF8')::jsonb ->> '{name}')"
 
 
 async def _keep_session(db: asyncpg.Connection) -> None:
