@@ -133,6 +133,24 @@ class SecretsConfig(Section, frozen=True):
     master_key: str = ""
 
 
+class WebhooksConfig(Section, frozen=True):
+    """Where alerts may be delivered (gateway.webhooks): HTTPS to public addresses only, unless
+    the operator allows a host (its private addresses too) or plain HTTP."""
+
+    # Host names (or literal addresses) allowed to resolve anywhere; GATEWAY_WEBHOOKS_ALLOWED_HOSTS
+    # lists them separated by commas.
+    allowed_hosts: list[str] | str = []
+    allow_http: bool = False
+    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=60)] = 10.0  # one delivery, connect to last byte
+    max_response_bytes: Annotated[int, msgspec.Meta(ge=0)] = 65_536  # read of a receiver's answer, at most
+    retry_for_s: Annotated[float, msgspec.Meta(gt=0)] = 86_400.0  # then the endpoint is disabled
+
+    def __post_init__(self) -> None:
+        if isinstance(self.allowed_hosts, str):
+            hosts = [host.strip() for host in self.allowed_hosts.split(",") if host.strip()]
+            msgspec.structs.force_setattr(self, "allowed_hosts", hosts)
+
+
 Protocol = Literal["openai", "anthropic", "google"]
 
 
@@ -196,6 +214,7 @@ class Config(Section, frozen=True):
     providers: dict[str, ProviderConfig] = msgspec.field(default_factory=_shipped_providers)
     routing: RoutingConfig = RoutingConfig()
     catalogue: CatalogueConfig = CatalogueConfig()
+    webhooks: WebhooksConfig = WebhooksConfig()
 
     def __post_init__(self) -> None:
         for name in self.providers:
