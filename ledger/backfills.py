@@ -65,6 +65,10 @@ BACKFILL_V9 = (
 )
 
 
+# Schema version 10 added the webhook tables (ledger.webhooks). No older store holds a webhook
+# event, so they start empty, as a replay would leave them: nothing to fill.
+
+
 def backfill_v8(field: Callable[[str], str]) -> tuple[str, ...]:
     """BACKFILL_V8 with `field(name)` the backend's expression for a field of `events.data`."""
     names = {name: field(name) for name in ("hold_id", "key_id", "amount")}

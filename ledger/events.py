@@ -240,6 +240,64 @@ class KeySpendLimitsSet(Event, frozen=True, tag="key_spend_limits_set"):
     expires_at_us: int | None = None
 
 
+class WebhookSet(Event, frozen=True, tag="webhook_set"):
+    """An endpoint the org's alerts are delivered to (gateway.webhooks), whole: each change records
+    all of it, and the last one holds. Its signing secret is sealed beside the ledger (secret
+    `webhook:<id>`), never here. Alerts are derived from the org's events after the first of these.
+    Thresholds: `balance_low_inr_nano` (None: none), `key_budget_percent` of a key's budget,
+    `key_expiring_hours` ahead of a key's expiry (None: none). `enabled` false: not delivered to."""
+
+    webhook_id: str
+    url: str
+    alerts: tuple[str, ...]
+    balance_low_inr_nano: int | None = None
+    key_budget_percent: tuple[int, ...] = ()
+    key_expiring_hours: int | None = None
+    enabled: bool = True
+
+
+class WebhookRemoved(Event, frozen=True, tag="webhook_removed"):
+    webhook_id: str
+
+
+class WebhookTestRequested(Event, frozen=True, tag="webhook_test_requested"):
+    """An admin asked for a `webhook.test` delivery to the endpoint, in order with its alerts."""
+
+    webhook_id: str
+
+
+class WebhookAttempted(Event, frozen=True, tag="webhook_attempted"):
+    """One attempt to deliver message `message_id` (an `alert`) to an endpoint. Delivered: the
+    endpoint's cursor moves on to `upto_version` (the org stream's version of the event the alert
+    came from; 0 for one of time, key.expiring, which moves nothing). Failed: the endpoint is tried
+    again at `retry_at_us`, its failures counted from the first one in a row."""
+
+    webhook_id: str
+    message_id: str
+    alert: str
+    upto_version: int
+    attempt: int
+    status: int  # the receiver's HTTP status; 0: no answer
+    delivered: bool
+    error: str = ""
+    latency_ms: int = 0
+    retry_at_us: int = 0
+
+
+class WebhookPassed(Event, frozen=True, tag="webhook_passed"):
+    """The endpoint's cursor moves over org events that raised no alert for it."""
+
+    webhook_id: str
+    upto_version: int
+
+
+class WebhookDisabled(Event, frozen=True, tag="webhook_disabled"):
+    """The gateway stopped delivering to an endpoint that kept failing; an admin enables it again."""
+
+    webhook_id: str
+    reason: str
+
+
 class StreamHead(msgspec.Struct, frozen=True, array_like=True):
     """Where one stream stood: its last version and that event's chain hash (hex)."""
 
@@ -266,7 +324,8 @@ class LedgerVerified(Event, frozen=True, tag="ledger_verified"):
 AnyEvent = (OrgCreated | ApiKeyCreated | ApiKeyRevoked | CreditsAdded | RetentionChanged
             | RequestCompleted | CreditsHeld | HoldReleased | MusicTrackRecorded | MediaExpired
             | ProviderKeySet | ProviderKeyRemoved | KeyLimitsSet | IdempotencyKeyClaimed
-            | IdempotencyKeyReleased | KeySpendLimitsSet | HoldsRenewed | LedgerVerified)
+            | IdempotencyKeyReleased | KeySpendLimitsSet | HoldsRenewed | LedgerVerified | WebhookSet
+            | WebhookRemoved | WebhookTestRequested | WebhookAttempted | WebhookPassed | WebhookDisabled)
 
 # A hold recorded before holds had leases (CreditsHeld.lease_us 0) lapses this long after it was made.
 LEGACY_LEASE_US = 60_000_000

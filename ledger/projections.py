@@ -11,8 +11,10 @@ from ledger.events import (
     IdempotencyKeyClaimed,
     IdempotencyKeyReleased, KeyLimitsSet, KeySpendLimitsSet, MediaExpired, MusicTrackRecorded, OrgCreated,
     ProviderKeyRemoved,
-    ProviderKeySet, RequestCompleted, RetentionChanged,
+    ProviderKeySet, RequestCompleted, RetentionChanged, WebhookAttempted, WebhookDisabled, WebhookPassed,
+    WebhookRemoved, WebhookSet,
 )
+from ledger import webhooks
 from ledger.periods import US_PER_DAY
 from ledger.recorder import Recorded
 
@@ -45,6 +47,8 @@ TABLES: dict[str, str] = {
     "usage_daily": "org_id, day, route, model, status",
     "charges_daily": "org_id, day, key_id, model, usd_to_inr",
     "balance_daily": "org_id, day",
+    "webhooks": "webhook_id",
+    "webhook_deliveries": "position",
 }
 
 # What an org may still reserve: the credit not yet spent nor held.
@@ -216,6 +220,9 @@ def statements(recorded: Recorded) -> list[Statement]:
         case MediaExpired(request_id=request_id, object_key=key):
             return [Statement(LOG, INSERT_EXPIRED, (request_id, org, recorded.position, key, at)),
                     Statement(MARK, MARK_EXPIRED, (at, request_id, org))]
+        # One phase for every webhook change (ledger.webhooks), so a batch keeps their order.
+        case WebhookSet() | WebhookRemoved() | WebhookAttempted() | WebhookPassed() | WebhookDisabled():
+            return [Statement(LOG, sql, params) for sql, params in webhooks.changes(recorded)]
     return []
 
 

@@ -26,7 +26,7 @@ _request_amounts = operator.attrgetter(*REQUEST_AMOUNTS)
 GENESIS_HASH = bytes(32)
 # The version of the stored schema this code needs. Bump it with every schema change; a
 # migrating open (`gateway ledger migrate`, or any command on first use) brings a store up to it.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 SCHEMA_VERSIONS = "CREATE TABLE IF NOT EXISTS ledger_schema (version INTEGER NOT NULL, applied_at_us BIGINT NOT NULL)"
 CURRENT_VERSION = "SELECT COALESCE(MAX(version), 0) FROM ledger_schema"
 
@@ -300,6 +300,18 @@ def accepted(units: Sequence[Append], outcomes: Sequence[Outcome]) -> Iterable[t
     return ((u, o) for u, o in zip(units, outcomes, strict=True) if not isinstance(o, Exception))
 
 
+class Turn(abc.ABC):
+    """A process's exclusive turn at a job across every process sharing the ledger (Recorder.take_turn)."""
+
+    @abc.abstractmethod
+    async def held(self) -> bool:
+        """Whether the turn is still this process's; once False it stays so (take another)."""
+
+    @abc.abstractmethod
+    async def release(self) -> None:
+        """End the turn, so another process may take it."""
+
+
 class Recorder(abc.ABC):
     """A ledger backend. All methods are safe to call from one event loop concurrently."""
 
@@ -378,6 +390,11 @@ class Recorder(abc.ABC):
         replay of the log). Each step holds the write lock (`exclusive()`) and first awaits
         `catch_up`, which brings `rebuilt` up to the last position and returns it; returns the
         position the tables hold at the end. Readers go on throughout; appends wait for a step."""
+
+    @abc.abstractmethod
+    async def take_turn(self, job: str) -> Turn | None:
+        """This process's turn at `job`, if no other process sharing the ledger has it (else None).
+        A turn ends when released, or when its process dies (even by SIGKILL)."""
 
     @abc.abstractmethod
     def snapshot(self) -> "AbstractAsyncContextManager[None]":

@@ -70,6 +70,18 @@ TABLES: dict[str, tuple[str, ...]] = {
                       "PRIMARY KEY (org_id, day, key_id, model, usd_to_inr)"),
     "balance_daily": ("org_id TEXT NOT NULL", "day INTEGER NOT NULL", "credits_inr_nano INTEGER NOT NULL",
                       "held_inr_nano INTEGER NOT NULL", "PRIMARY KEY (org_id, day)"),
+    # Each org's webhook endpoints (ledger.webhooks): what alerts they want, how far delivery got
+    # in the org's stream (cursor_version), and the failures in a row of the one due now.
+    "webhooks": ("webhook_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "url TEXT NOT NULL", "alerts TEXT NOT NULL",
+                 "balance_low_inr_nano INTEGER", "key_budget_percent TEXT NOT NULL", "key_expiring_hours INTEGER",
+                 "enabled INTEGER NOT NULL", "disabled_reason TEXT NOT NULL", "created_at_us INTEGER NOT NULL",
+                 "cursor_version INTEGER NOT NULL", "attempts INTEGER NOT NULL", "failing_since_us INTEGER",
+                 "retry_at_us INTEGER NOT NULL"),
+    # Every delivery attempt, by its event's position.
+    "webhook_deliveries": ("position INTEGER PRIMARY KEY", "webhook_id TEXT NOT NULL", "org_id TEXT NOT NULL",
+                           "message_id TEXT NOT NULL", "alert TEXT NOT NULL", "attempt INTEGER NOT NULL",
+                           "status INTEGER NOT NULL", "delivered INTEGER NOT NULL", "error TEXT NOT NULL",
+                           "latency_ms INTEGER NOT NULL", "at_us INTEGER NOT NULL"),
 }
 
 # A music track whose audio is in the bucket and has not been swept: what the partial index
@@ -84,6 +96,9 @@ INDEXES: dict[str, tuple[str, str, str]] = {
     "request_log_by_org": ("request_log", "org_id, position", ""),
     "music_tracks_by_org": ("music_tracks", "org_id, position", ""),
     "holds_by_lapse": ("holds", "lapses_at_us", ""),
+    "webhooks_by_org": ("webhooks", "org_id", ""),
+    "webhook_deliveries_by_webhook": ("webhook_deliveries", "webhook_id, position", ""),
+    "webhook_deliveries_by_message": ("webhook_deliveries", "webhook_id, message_id", ""),
     **{f"request_log_by_{column}": ("request_log", f"org_id, {column}, position", "") for column in LOG_FILTERS},
     # Only what is still due sits in these partial indexes, so a sweep pass costs time in
     # proportion to what it has to do, not to the size of history.

@@ -21,13 +21,13 @@ import msgspec
 
 from ledger import batches, periods, projections, schema
 from ledger.events import decode_event
-from ledger.backends import pg_schema
+from ledger.backends import pg_schema, turns
 from ledger.backends.pg_writes import Run, SetWriter, numbered
 from ledger.partitions import streams_after
 from ledger.recorder import (
     SCHEMA_VERSION, Append, CorruptEvent, Outcome, Recorded, Recorder,
     Clock, Holds, RecorderClosed, accepted, held_by, holding_keys, holds_taken, isolating_rejections, out_of_date,
-    plan, wall_clock_us,
+    Turn, plan, wall_clock_us,
 )
 from ledger.backends.timeouts import (
     CONNECT_TIMEOUT_S,
@@ -284,6 +284,10 @@ class PostgresRecorder(Recorder):
                 yield
             finally:
                 self._snapshot.reset(token)
+
+    async def take_turn(self, job: str) -> Turn | None:
+        with unavailable_on(is_outage, DRIVER_ERRORS):
+            return await turns.AdvisoryTurn.take(self._dsn, f"{self.schema}:{job}", self._connect_timeout_s)
 
     def opener(self) -> Callable[[str], Recorder]:
         return PostgresRecorder.from_url

@@ -26,10 +26,11 @@ from ledger.backends.sqlite_writes import SELECT_EVENTS
 from ledger.partitions import streams_after
 from ledger.events import decode_event
 from ledger.recorder import (
-    Append, Clock, CorruptEvent, Outcome, Recorded, Recorder, RecorderClosed, isolating_rejections, wall_clock_us,
+    Append, Clock, CorruptEvent, Outcome, Recorded, Recorder, RecorderClosed, Turn, isolating_rejections,
+    wall_clock_us,
 )
 from ledger.backends.timeouts import MIGRATE_TIMEOUT_S, STATEMENT_TIMEOUT_S, reporting_outages, unavailable_on
-from ledger.backends import write_lock
+from ledger.backends import turns, write_lock
 
 REMOVE_TEXT = ("UPDATE content SET body = NULL, removed_at_us = ? WHERE content_id IN"
                " (SELECT content_id FROM content WHERE body IS NOT NULL AND created_at_us < ?"
@@ -303,6 +304,9 @@ class SQLiteRecorder(Recorder):
                 self._snapshot.reset(token)
         finally:
             await reader.close()
+
+    async def take_turn(self, job: str) -> Turn | None:
+        return turns.OwnTurn() if self.path == ":memory:" else turns.FileTurn.take(f"{self.path}-{job}.turn")
 
     def opener(self) -> Callable[[str], Recorder]:
         return SQLiteRecorder.from_url

@@ -29,6 +29,7 @@ from tests.ledger.claims_contract import ClaimsContract
 from tests.ledger.leases_contract import LeasesContract
 from tests.ledger.queries_contract import QueriesContract
 from tests.ledger.statements_contract import StatementsContract
+from tests.ledger.webhooks_contract import WebhooksContract
 from tests.ledger.ledger_helpers import (
     HELLO_POSITION, POPULATED, append_ok, content, credits, expired, hold, key, music, org, populate,
     projection_tables, recorded_of, release, request, retention, revoke, unit, upgraded_from,
@@ -46,7 +47,7 @@ def sha256_hex(text: str) -> str:
 
 
 class RecorderContract(AuditContract, BudgetsContract, ClaimsContract, ExportContract, LeasesContract,
-                       QueriesContract, StatementsContract, abc.ABC):
+                       QueriesContract, StatementsContract, WebhooksContract, abc.ABC):
     """Shared tests; a subclass provides the backend through the abstract hooks below."""
 
     # -- what a backend's subclass provides -------------------------------------------------
