@@ -3,7 +3,6 @@ delivering webhooks, say. The database (or the kernel, for a SQLite file) ends t
 process that dies, even by SIGKILL, so another takes the job over at once, with no lease to wait out.
 """
 
-import asyncio
 import fcntl
 import os
 
@@ -76,7 +75,7 @@ class AdvisoryTurn(Turn):
             return False
         try:
             await self._db.fetchval("SELECT 1", timeout=CHECK_TIMEOUT_S)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError):
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
             await self.release()
             return False
         return True

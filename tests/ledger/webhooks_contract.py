@@ -67,7 +67,8 @@ class WebhooksContract:
         await append_ok(recorder, unit("acme", org(), endpoint()), unit("evil", org()))
         await append_ok(recorder, unit("evil", endpoint(url="https://evil.example/"), attempt(99, True),
                                        WebhookDisabled(webhook_id="wh1", reason="x"),
-                                       WebhookPassed(webhook_id="wh1", upto_version=50), WebhookRemoved(webhook_id="wh1")))
+                                       WebhookPassed(webhook_id="wh1", upto_version=50),
+                                       WebhookRemoved(webhook_id="wh1")))
         mine = await webhooks.one(recorder, "acme", "wh1")
         assert mine and (mine.url, mine.enabled, mine.cursor_version) == ("https://example.com/hook", True, 2)
         assert await webhooks.recent(recorder, "acme", "wh1") == []
