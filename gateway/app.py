@@ -34,6 +34,11 @@ from gateway.routing.router import Router
 from gateway.accounts.sealing import Sealer
 from gateway.routes import ENDPOINTS
 from gateway.services import Services
+from gateway.webhooks import sealing as webhook_sealing
+from gateway.webhooks.delivery import Deliverer
+from gateway.webhooks.destinations import Policy
+from gateway.webhooks.sending import Sender
+from gateway.webhooks.subscriptions import Webhooks
 from gateway.edge.state import (
     BODY_BUDGET,
     CLOCK,
@@ -67,7 +72,7 @@ def create_app(config: Config, *, clock: Clock = wall_clock_us) -> web.Applicati
     app.on_response_prepare.append(add_request_id)
     app[SESSIONS] = set()
     app.on_shutdown.append(realtime.end_sessions)
-    app.cleanup_ctx.extend([ledger_ctx, redis_ctx, upstream_ctx, storage_ctx, services_ctx, music_ctx])
+    app.cleanup_ctx.extend([ledger_ctx, redis_ctx, upstream_ctx, storage_ctx, services_ctx, music_ctx, webhooks_ctx])
     app[ROUTES] = RouteTable(app.router, ENDPOINTS)
     app.on_startup.append(build_openapi)  # after the catalogue is loaded (cleanup contexts run first)
     return app
@@ -127,6 +132,26 @@ async def storage_ctx(app: web.Application) -> AsyncIterator[None]:
         yield
 
 
+def _webhooks(config: Config) -> Webhooks:
+    try:
+        sealer = webhook_sealing.sealer_for(config)
+    except OSError as exc:
+        raise ConfigError(f"webhook secrets cannot be sealed: {exc}") from None
+    return Webhooks(Policy.from_config(config.webhooks), sealer, asyncio.Event())
+
+
+async def webhooks_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The one delivery loop of this process: it delivers while it has the ledger's turn at it."""
+    services, config = app[SERVICES], app[CONFIG].webhooks
+    sender = Sender(services.webhooks.policy, timeout_s=config.timeout_s, max_response_bytes=config.max_response_bytes)
+    deliverer = Deliverer(services.recorder, services.writer.append, sender, services.webhooks, config)
+    delivering = asyncio.create_task(deliverer.run(), name="webhooks")
+    yield
+    delivering.cancel()
+    await asyncio.gather(delivering, return_exceptions=True)
+    await sender.close()
+
+
 def _signer(config: Config) -> Signer | None:
     try:
         return Signer.configured(config.ledger.signing_key)
@@ -153,7 +178,7 @@ async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         # After each charge commits, in this order (gateway.billing.observers)
         charge_observers=(ChargeFacts(), CostHeaders(), app[METRICS],
                           TokenSpend(limiter, ledger.directory, config.limits)),
-        kind_routes=app[ROUTES].kind_homes(), signer=(signer := _signer(config)))
+        kind_routes=app[ROUTES].kind_homes(), signer=(signer := _signer(config)), webhooks=_webhooks(config))
     maintaining = [asyncio.create_task(escrow.maintain(), name="holds")]
     if config.ledger.checkpoint_interval_s:
         maintaining.append(asyncio.create_task(checkpointing.keep(

@@ -19,6 +19,7 @@ from gateway.config import Config, ConfigError
 from gateway.jsonio import lines
 from gateway.accounts.redaction import Redactor
 from gateway.accounts.sealing import Sealer
+from gateway.webhooks import commands as webhook_commands
 from ledger import audit, export, export_check, projections, queries
 from ledger.signing import Signer, SigningKeyError
 from ledger.recorder import SCHEMA_VERSION, LedgerUnavailable, Recorder, SchemaOutOfDate
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    help="processes to split the work over (default: one per core on a large ledger)")
     ledger_commands.add_parser("migrate", parents=[common], help="create or upgrade the ledger schema")
     _export_parsers(ledger_commands, common)
+    webhook_commands.add_parser(commands, common)
     return parser
 
 
@@ -258,6 +260,9 @@ def _run(args: argparse.Namespace, config: Config) -> int:
             asyncio.run(demo.run(config))
         case "admin":
             result = asyncio.run(with_recorder(config, admin_action(args, config)))
+            sys.stdout.buffer.write(lines(result))
+        case "webhooks":
+            result = asyncio.run(with_recorder(config, webhook_commands.action(args, config)))
             sys.stdout.buffer.write(lines(result))
         case "ledger":
             args.signing_key = config.ledger.signing_key

@@ -143,7 +143,9 @@ class WebhooksConfig(Section, frozen=True):
     allow_http: bool = False
     timeout_s: Annotated[float, msgspec.Meta(gt=0, le=60)] = 10.0  # one delivery, connect to last byte
     max_response_bytes: Annotated[int, msgspec.Meta(ge=0)] = 65_536  # read of a receiver's answer, at most
+    retry_first_s: Annotated[float, msgspec.Meta(gt=0)] = 5.0  # the first retry's delay, doubling to an hour
     retry_for_s: Annotated[float, msgspec.Meta(gt=0)] = 86_400.0  # then the endpoint is disabled
+    poll_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 1.0  # how often the ledger is read for alerts
 
     def __post_init__(self) -> None:
         if isinstance(self.allowed_hosts, str):

@@ -16,10 +16,11 @@ from gateway.music import routes as music
 from gateway.ops import routes as ops
 from gateway.realtime import routes as realtime
 from gateway.responses import routes as responses
+from gateway.webhooks import routes as webhooks
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     *ops.ENDPOINTS, *models.ENDPOINTS, *chat.ENDPOINTS, *messages.ENDPOINTS, *embeddings.ENDPOINTS,
     *audio.ENDPOINTS, *realtime.ENDPOINTS, *responses.ENDPOINTS, *music.ENDPOINTS, *dashboard.ENDPOINTS,
-    *ledger_api.ENDPOINTS)
+    *ledger_api.ENDPOINTS, *webhooks.ENDPOINTS)
 # (METHOD, path as OpenAPI writes it) to its endpoint: what the tests sweep
 OPERATIONS = MappingProxyType({(endpoint.method, endpoint.template): endpoint for endpoint in ENDPOINTS})

@@ -21,6 +21,7 @@ from gateway.providers.capabilities import Providers
 from gateway.accounts.redaction import Redactor
 from gateway.routing.attempts import AttemptBilling
 from gateway.routing.router import Router
+from gateway.webhooks.subscriptions import Webhooks
 from ledger.events import Attempt, CreditsHeld
 from ledger.recorder import Recorder
 from ledger.signing import Signer
@@ -51,6 +52,7 @@ class Services(msgspec.Struct, frozen=True, kw_only=True):
     charge_observers: tuple[ChargeObserver, ...]  # told of each charge once durable, in order
     # Each model kind's route (`METHOD /path`), named to a model asked of another: the route table's
     kind_routes: Mapping[Kind, str]
+    webhooks: Webhooks  # where endpoints may point, how their secrets are sealed (gateway.webhooks)
     signer: Signer | None = None  # signs checkpoints ([ledger] signing_key); None: they go unsigned
 
     def limits_for(self, key_id: str) -> Limits:

@@ -8,7 +8,7 @@ Every statement names the stream's own org, so one org's events never touch anot
 from typing import NamedTuple
 
 from ledger.events import (
-    WebhookAttempted, WebhookDisabled, WebhookPassed, WebhookRemoved, WebhookSet,
+    Event, WebhookAttempted, WebhookDisabled, WebhookPassed, WebhookRemoved, WebhookSet, decode_event,
 )
 from ledger.recorder import Recorded, Recorder
 
@@ -108,7 +108,7 @@ ONE = f"SELECT {COLUMNS} FROM webhooks WHERE webhook_id = ? AND org_id = ?"
 # org's stream or wanting key expiries (which come with time, not with events). The head is the
 # stream's newest version, one index probe per endpoint.
 DUE = (f"SELECT {COLUMNS}, (SELECT MAX(version) FROM events e WHERE e.stream_id = w.org_id) AS head"
-       " FROM webhooks w WHERE enabled = 1 AND retry_at_us <= ? ORDER BY webhook_id LIMIT ?")
+       " FROM webhooks w WHERE enabled = 1 AND retry_at_us <= ? AND webhook_id > ? ORDER BY webhook_id LIMIT ?")
 RECENT = ("SELECT position, message_id, alert, attempt, status, delivered, error, latency_ms, at_us"
           " FROM webhook_deliveries WHERE webhook_id = ? AND org_id = ? AND position < ?"
           " ORDER BY position DESC LIMIT ?")
@@ -124,9 +124,10 @@ async def one(recorder: Recorder, org_id: str, webhook_id: str) -> Endpoint | No
     return Endpoint.of(rows[0]) if rows else None
 
 
-async def due(recorder: Recorder, now_us: int, limit: int = 1000) -> list[tuple[Endpoint, int]]:
-    """Up to `limit` endpoints that may have something to deliver, each with its org stream's head."""
-    return [(Endpoint.of(row[:-1]), row[-1] or 0) for row in await recorder._fetch(DUE, (now_us, limit))]
+async def due(recorder: Recorder, now_us: int, after: str = "", limit: int = 1000) -> list[tuple[Endpoint, int]]:
+    """Up to `limit` endpoints that may have something to deliver (by id, after `after`), each with
+    its org stream's head."""
+    return [(Endpoint.of(row[:-1]), row[-1] or 0) for row in await recorder._fetch(DUE, (now_us, after, limit))]
 
 
 async def recent(recorder: Recorder, org_id: str, webhook_id: str, before: int = 2**63 - 1,
@@ -142,3 +143,61 @@ async def delivered(recorder: Recorder, webhook_id: str, message_ids: list[str])
         return set()
     sql = DELIVERED.format(", ".join("?" * len(message_ids)))
     return {row[0] for row in await recorder._fetch(sql, (webhook_id, *message_ids))}
+
+
+# What alerts are judged against (gateway.webhooks.alerts): an org's balance, its keys' budgets
+# and what each key with one was charged each day, and its stream's events in version order.
+BALANCE = "SELECT credits_inr_nano - spent_inr_nano FROM orgs WHERE org_id = ?"
+BUDGETS = ("SELECT key_id, budget_inr_nano, budget_period FROM key_budgets"
+           " WHERE org_id = ? AND budget_inr_nano IS NOT NULL")
+BUDGETED_DAYS = (
+    "SELECT s.key_id, s.day, s.charged_inr_nano FROM key_spend_daily s JOIN key_budgets b"
+    " ON b.key_id = s.key_id AND b.org_id = s.org_id WHERE s.org_id = ? AND b.budget_inr_nano IS NOT NULL")
+HEAD = "SELECT COALESCE(MAX(version), 0) FROM events WHERE stream_id = ?"
+EVENTS = ("SELECT version, recorded_at_us, data FROM events WHERE stream_id = ? AND version > ? AND version <= ?"
+          " ORDER BY version LIMIT ?")
+# The org's live keys that expire between two instants.
+EXPIRING = (
+    "SELECT b.key_id, b.expires_at_us FROM key_budgets b JOIN api_keys k ON k.key_id = b.key_id"
+    " AND k.org_id = b.org_id WHERE b.org_id = ? AND k.revoked_at_us IS NULL AND b.expires_at_us BETWEEN ? AND ?"
+    " ORDER BY b.expires_at_us, b.key_id")
+
+
+class Happened(NamedTuple):
+    """One event of an org's stream: its version, when it was recorded, and the event."""
+
+    version: int
+    at_us: int
+    event: Event
+
+
+class Money(NamedTuple):
+    """An org's balance, its keys' budgets (key -> (nano-INR, period)), and what each of those
+    keys was charged each UTC day ((key, day) -> nano-INR), as the projections hold them now."""
+
+    balance_inr_nano: int
+    budgets: dict[str, tuple[int, str]]
+    charged: dict[tuple[str, int], int]
+
+
+async def money(recorder: Recorder, org_id: str) -> Money:
+    balance = await recorder._fetch(BALANCE, (org_id,))
+    budgets = {key: (amount, period) for key, amount, period in await recorder._fetch(BUDGETS, (org_id,))}
+    charged = {(key, day): amount for key, day, amount in await recorder._fetch(BUDGETED_DAYS, (org_id,))}
+    return Money(balance[0][0] if balance else 0, budgets, charged)
+
+
+async def head(recorder: Recorder, stream_id: str) -> int:
+    [(version,)] = await recorder._fetch(HEAD, (stream_id,))
+    return version
+
+
+async def events(recorder: Recorder, stream_id: str, after: int, upto: int, limit: int) -> list[Happened]:
+    """Up to `limit` of the stream's events with versions in (after, upto], in order."""
+    rows = await recorder._fetch(EVENTS, (stream_id, after, upto, limit))
+    return [Happened(version, at_us, decode_event(bytes(data))) for version, at_us, data in rows]
+
+
+async def expiring(recorder: Recorder, org_id: str, since_us: int, until_us: int) -> list[tuple[str, int]]:
+    """The org's live keys expiring in [since_us, until_us]: (key id, expiry), soonest first."""
+    return [(key_id, at) for key_id, at in await recorder._fetch(EXPIRING, (org_id, since_us, until_us))]
