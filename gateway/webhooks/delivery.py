@@ -120,7 +120,11 @@ class Deliverer:
         if endpoint.key_expiring_hours:
             dues += await self._expiring(endpoint)
         done = await webhooks.delivered(self._recorder, endpoint.webhook_id, [d.message.id for d in dues])
-        return [due for due in dues if due.message.id not in done], judged_to
+        waiting = {}  # each id once, at its first: refusals of one key and minute share theirs
+        for due in dues:
+            if due.message.id not in done:
+                waiting.setdefault(due.message.id, due)
+        return list(waiting.values()), judged_to
 
     async def _raised(self, endpoint: Endpoint) -> tuple[list[Due], int]:
         """What the events after the cursor raise: the org's money now, taken back over every

@@ -4,6 +4,7 @@ receiver on its own), in ledger order, once per id even when it failed and was r
 that keeps failing is disabled and says why; and bad input, other orgs' ids, non-admin keys and
 destinations inside the operator's network are refused with a 4xx naming the problem."""
 
+import asyncio
 import base64
 import sqlite3
 import time
@@ -190,3 +191,29 @@ async def test_a_receiver_holding_its_answer_never_holds_a_request(hooked, recei
         answer = await hooked.client.post("/v1/chat/completions", json=chat_body(), headers=auth(org["api_key"]))
         assert answer.status == 200
     assert time.monotonic() - started < receiver.hold_s / 2  # not one of them waited on the delivery
+
+
+async def test_a_key_expiring_soon_and_a_request_refused_by_its_budget(hooked, receiver):
+    org = await hooked.new_org("100")
+    soon = await admin.create_key(hooked.ledger.recorder, org["org_id"], "soon")
+    spent = await admin.create_key(hooked.ledger.recorder, org["org_id"], "spent")
+    await hooked.ledger.follower.catch_up()
+    created = await register(hooked, org["api_key"], receiver, events=["key.expiring", "request.refused"],
+                             key_expiring_hours=2)
+    key = auth(org["api_key"])
+    in_an_hour = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+    for key_id, change in ((soon["key_id"], {"expires_at": in_an_hour}), (spent["key_id"], {"budget_inr": "0"})):
+        changed = await hooked.client.patch(f"/v1/keys/{key_id}", json=change, headers=key)
+        assert changed.status == 200, await changed.text()
+    refused = [await hooked.client.post("/v1/chat/completions", json=chat_body(), headers=auth(spent["api_key"]))
+               for _ in range(3)]
+    assert [r.status for r in refused] == [402, 402, 402]
+    await receiver.until(lambda r: len(r.ids()) == 2)
+    expiring, = receiver.of_type("key.expiring")
+    assert (expiring["data"]["key_id"], expiring["data"]["hours"]) == (soon["key_id"], 2)
+    assert expiring["data"]["expires_at"].startswith(in_an_hour[:16])
+    refusal, = receiver.of_type("request.refused")  # three refusals within a minute: one alert
+    assert (refusal["data"]["key_id"], refusal["data"]["status"]) == (spent["key_id"], 402)
+    assert "budget" in refusal["data"]["reason"]
+    await asyncio.sleep(0.3)  # later rounds send neither again
+    assert len(receiver.got) == 2 and created["id"]
