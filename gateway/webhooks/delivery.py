@@ -120,7 +120,7 @@ class Deliverer:
         if endpoint.key_expiring_hours:
             dues += await self._expiring(endpoint)
         done = await webhooks.delivered(self._recorder, endpoint.webhook_id, [d.message.id for d in dues])
-        waiting = {}  # each id once, at its first: refusals of one key and minute share theirs
+        waiting: dict[str, Due] = {}  # each id once, at its first: refusals of one key and minute share theirs
         for due in dues:
             if due.message.id not in done:
                 waiting.setdefault(due.message.id, due)
