@@ -17,7 +17,7 @@ MAX_URL = 2048
 SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT: not global, yet not "private" to Python
 
 
-class DestinationRefused(ValueError):
+class DestinationRefused(Exception):
     """A destination a webhook may not go to; the message says why and may be shown to the org."""
 
 
@@ -53,16 +53,16 @@ def check_url(url: str, policy: Policy) -> str:
     """The URL normalised, or DestinationRefused saying what is wrong with it."""
     if len(url) > MAX_URL:
         raise DestinationRefused(f"the url is longer than {MAX_URL} characters")
-    try:
+    try:  # yarl refuses what no URL may hold (a space in a host, a port out of range) with ValueError
         parsed = URL(url.strip())
-        port = parsed.port
+        _check_parts(parsed, parsed.port, policy)
+        normal = str(parsed.with_scheme(parsed.scheme.lower()).with_host((parsed.raw_host or "").lower()))
     except ValueError as exc:
         raise DestinationRefused(f"the url is not valid: {exc}") from None
-    _check_parts(parsed, port, policy)
     literal = _literal(parsed.raw_host or "")
     if literal is not None and not public(literal) and not policy.allows(parsed.raw_host or ""):
         raise DestinationRefused(f"{literal} is not a public address (private, loopback, link-local or reserved)")
-    return str(parsed.with_scheme(parsed.scheme.lower()).with_host((parsed.raw_host or "").lower()))
+    return normal
 
 
 def _check_parts(parsed: URL, port: int | None, policy: Policy) -> None:
@@ -93,6 +93,8 @@ async def resolve(host: str, port: int, policy: Policy) -> list[str]:
         infos = await asyncio.get_running_loop().getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
     except OSError as exc:
         raise DestinationRefused(f"{host} does not resolve: {exc.strerror or exc}") from None
+    except UnicodeError:  # a name IDNA cannot encode (an empty or overlong label)
+        raise DestinationRefused(f"{host[:100]} is not a valid host name") from None
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if policy.allows(host):
         return addresses
