@@ -29,7 +29,8 @@ The API families, one folder each, with its handlers and endpoints in `routes`
   `responses/` (the Responses API and its stored responses), `embeddings/`, `audio/` (speech,
   transcription), `realtime/`, `models/` (GET /v1/models), `music/` (generation, history, the
   /media download), `dashboard/` (the page and its API), `ledger_api/` (an org's export of its
-  events, the signed checkpoints and their key).
+  events, the signed checkpoints and their key), `webhooks/` (alert endpoints, and their delivery
+  from the ledger).
 
 Below the families
 - `billing/`: what a request costs, its holds and escrow, whether it is charged, its record.
@@ -37,6 +38,7 @@ Below the families
 - `providers/`: one adapter per wire protocol (OpenAI, Anthropic, Google), what upstreams report.
 - `accounts/`: keys, the directory, key policy, rate limits, BYOK keys and their sealing, admin.
 - `ops/`: metrics, health, a request's facts, log setup.
+- `telemetry/`: OpenTelemetry traces, when an OTLP endpoint is configured.
 """
 
 __version__ = "0.1.0"

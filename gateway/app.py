@@ -2,7 +2,9 @@
 every endpoint (gateway.routes) registered through the route table (gateway.edge.routes)."""
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import web
@@ -33,7 +35,9 @@ from gateway.routing.circuits import Circuits
 from gateway.routing.router import Router
 from gateway.accounts.sealing import Sealer
 from gateway.routes import ENDPOINTS
+from gateway.billing.observers import ChargeObserver
 from gateway.services import Services
+from gateway.telemetry.settings import otlp_endpoint
 from gateway.webhooks import sealing as webhook_sealing
 from gateway.webhooks.delivery import Deliverer
 from gateway.webhooks.destinations import Policy
@@ -51,6 +55,7 @@ from gateway.edge.state import (
     SERVICES,
     SESSIONS,
     STORE,
+    TRACING,
     UPSTREAM,
     Ledger,
 )
@@ -60,6 +65,9 @@ from ledger.recorder import Clock, Recorder, wall_clock_us
 from ledger.signing import Signer, SigningKeyError
 from ledger.writer import GroupCommitWriter
 from storage.settings import open_store
+
+if TYPE_CHECKING:
+    from gateway.telemetry.tracing import Tracing
 
 
 def create_app(config: Config, *, clock: Clock = wall_clock_us) -> web.Application:
@@ -72,7 +80,8 @@ def create_app(config: Config, *, clock: Clock = wall_clock_us) -> web.Applicati
     app.on_response_prepare.append(add_request_id)
     app[SESSIONS] = set()
     app.on_shutdown.append(realtime.end_sessions)
-    app.cleanup_ctx.extend([ledger_ctx, redis_ctx, upstream_ctx, storage_ctx, services_ctx, music_ctx, webhooks_ctx])
+    app.cleanup_ctx.extend([ledger_ctx, redis_ctx, telemetry_ctx, upstream_ctx, storage_ctx, services_ctx, music_ctx,
+                            webhooks_ctx])
     app[ROUTES] = RouteTable(app.router, ENDPOINTS)
     app.on_startup.append(build_openapi)  # after the catalogue is loaded (cleanup contexts run first)
     return app
@@ -114,8 +123,22 @@ async def upstream_ctx(app: web.Application) -> AsyncIterator[None]:
 
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300)
     async with aiohttp.ClientSession(connector=connector) as session:
-        app[UPSTREAM] = Upstream(session, observe)
+        app[UPSTREAM] = Upstream(session, observe, tracing=app[TRACING])
         yield
+
+
+async def telemetry_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Traces, when an OTLP endpoint is configured (gateway.telemetry); else None and no SDK."""
+    settings = app[CONFIG].telemetry
+    endpoint = otlp_endpoint(settings, os.environ)
+    if endpoint is None:
+        app[TRACING] = None
+        yield
+        return
+    from gateway.telemetry.tracing import Tracing  # the OpenTelemetry SDK is loaded only now
+    tracing = app[TRACING] = Tracing.configured(settings, os.environ, endpoint)
+    yield
+    await asyncio.to_thread(tracing.shutdown)  # exports what is queued, bounded by its timeout
 
 
 async def redis_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -130,6 +153,14 @@ async def storage_ctx(app: web.Application) -> AsyncIterator[None]:
     async with open_store(app[CONFIG].storage) as store:
         app[STORE] = store
         yield
+
+
+def _span_charges(tracing: "Tracing | None") -> tuple[ChargeObserver, ...]:
+    """What the ledger recorded, on the request's span: an observer only while traces are on."""
+    if tracing is None:
+        return ()
+    from gateway.telemetry.tracing import SpanCharges
+    return (SpanCharges(),)
 
 
 def _webhooks(config: Config) -> Webhooks:
@@ -177,8 +208,9 @@ async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         attempt_billing=AttemptCharges(),
         # After each charge commits, in this order (gateway.billing.observers)
         charge_observers=(ChargeFacts(), CostHeaders(), app[METRICS],
-                          TokenSpend(limiter, ledger.directory, config.limits)),
-        kind_routes=app[ROUTES].kind_homes(), signer=(signer := _signer(config)), webhooks=_webhooks(config))
+                          TokenSpend(limiter, ledger.directory, config.limits), *_span_charges(app[TRACING])),
+        kind_routes=app[ROUTES].kind_homes(), signer=(signer := _signer(config)), webhooks=_webhooks(config),
+        tracing=app[TRACING])
     maintaining = [asyncio.create_task(escrow.maintain(), name="holds")]
     if config.ledger.checkpoint_interval_s:
         maintaining.append(asyncio.create_task(checkpointing.keep(

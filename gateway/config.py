@@ -153,6 +153,15 @@ class WebhooksConfig(Section, frozen=True):
             msgspec.structs.force_setattr(self, "allowed_hosts", hosts)
 
 
+class TelemetryConfig(Section, frozen=True):
+    """Traces (gateway.telemetry): exported over OTLP HTTP/protobuf when an endpoint is set here or
+    by the standard OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT variables (which win); else none."""
+
+    otlp_endpoint: str = ""  # the collector's base URL (/v1/traces is added) or its full traces URL
+    service_name: str = "ai-gateway"  # OTEL_SERVICE_NAME wins
+    capture_content: bool = False  # prompt and answer text on spans: only when the operator says so
+
+
 Protocol = Literal["openai", "anthropic", "google"]
 
 
@@ -217,6 +226,7 @@ class Config(Section, frozen=True):
     routing: RoutingConfig = RoutingConfig()
     catalogue: CatalogueConfig = CatalogueConfig()
     webhooks: WebhooksConfig = WebhooksConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
 
     def __post_init__(self) -> None:
         for name in self.providers:

@@ -2,6 +2,7 @@
 
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import msgspec
 from redis.asyncio import Redis
@@ -22,6 +23,9 @@ from gateway.accounts.redaction import Redactor
 from gateway.routing.attempts import AttemptBilling
 from gateway.routing.router import Router
 from gateway.webhooks.subscriptions import Webhooks
+
+if TYPE_CHECKING:  # the OpenTelemetry SDK is imported only when tracing is on
+    from gateway.telemetry.tracing import Tracing
 from ledger.events import Attempt, CreditsHeld
 from ledger.recorder import Recorder
 from ledger.signing import Signer
@@ -54,6 +58,7 @@ class Services(msgspec.Struct, frozen=True, kw_only=True):
     kind_routes: Mapping[Kind, str]
     webhooks: Webhooks  # where endpoints may point, how their secrets are sealed (gateway.webhooks)
     signer: Signer | None = None  # signs checkpoints ([ledger] signing_key); None: they go unsigned
+    tracing: "Tracing | None" = None  # spans ([telemetry], OTEL_*); None: tracing is off
 
     def limits_for(self, key_id: str) -> Limits:
         """The key's own rate limits, else the configured defaults."""

@@ -187,7 +187,11 @@ async def appended(services: Services, unit: Append, then: Callable[[], None]) -
     commits every unit it took, whatever became of its caller, so what a request notes of its
     holds (`then`) must follow the ledger: else a hold would be released twice, or never."""
     async def append_then() -> None:
-        await services.writer.append(unit)
+        if services.tracing is None:
+            await services.writer.append(unit)
+        else:
+            with services.tracing.committing(unit.stream_id, len(unit.events)):
+                await services.writer.append(unit)
         then()
 
     await despite_cancellation(append_then())
@@ -208,6 +212,8 @@ async def despite_cancellation(work: Awaitable[object]) -> None:
 async def record(services: Services, caller: Caller, outcome: Outcome, text: dict | None = None) -> None:
     """Record a request (and its text, if the org retains text); durable on return."""
     content = retained(services, caller, "", text)
+    if services.tracing is not None and text is not None:
+        services.tracing.content(text)
     await commit(services, caller, [request_event(caller, outcome, content)], [content])
 
 

@@ -20,7 +20,7 @@ from gateway.accounts.keys import new_id
 from gateway.edge.route_index import no_route_matched, unknown_route
 from gateway.edge.routes import RouteFacts, unrouted
 from gateway.services import Caller
-from gateway.edge.state import CALLER, FACTS, METRICS, REQUEST_ID, ROUTE, ROUTES, SERVICES, STARTED
+from gateway.edge.state import CALLER, FACTS, METRICS, REQUEST_ID, ROUTE, ROUTES, SERVICES, STARTED, TRACING
 from ledger.recorder import LedgerUnavailable
 
 log = structlog.get_logger("gateway.request")
@@ -41,6 +41,8 @@ async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
     facts = request[FACTS] = RequestFacts()
     started = time.perf_counter()
     structlog.contextvars.bind_contextvars(request_id=request_id)
+    tracing = request.app.get(TRACING)
+    traced = tracing.server_span(request) if tracing is not None else None
     status = 500
     try:
         response = await _render_errors(request, handler)
@@ -56,6 +58,8 @@ async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
         log.info("request", method=request.method, route=request.path, status=status,
                  latency_ms=round(seconds * 1000, 2), **facts.log_fields())
         structlog.contextvars.clear_contextvars()
+        if traced is not None and tracing is not None:
+            tracing.end_server_span(*traced, request, status, facts, request_id)
 
 
 def _route(request: web.Request) -> RouteFacts:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # these import the providers, whose modules import this one
     from gateway.providers.http import Upstream
     from gateway.routing.router import Router
     from gateway.services import Caller, Services
+    from gateway.telemetry.tracing import Tracing
 
 
 class Ledger(msgspec.Struct, frozen=True):
@@ -58,6 +59,7 @@ STORE: web.AppKey[ObjectStore | None] = web.AppKey("store")  # None: no object s
 ROUTER: web.AppKey[Router] = web.AppKey("router")
 SERVICES: web.AppKey[Services] = web.AppKey("services")
 METRICS = web.AppKey("metrics", Metrics)
+TRACING: web.AppKey[Tracing | None] = web.AppKey("tracing")  # None: traces are off
 BODY_BUDGET = web.AppKey("body_budget", BodyBudget)
 # The realtime sessions open in this process, so a shutdown can end each one (gateway.realtime.session).
 SESSIONS: web.AppKey[set[OpenSession]] = web.AppKey("realtime_sessions")

@@ -2,6 +2,7 @@
 
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING
 
 import aiohttp
 import msgspec
@@ -10,6 +11,9 @@ from gateway.config import ProviderConfig
 from gateway.edge.errors import UpstreamError
 from gateway.jsonio import encode, loads
 from gateway.accounts.redaction import forms_of, keys_sent, redact
+
+if TYPE_CHECKING:  # the OpenTelemetry SDK is imported only when traces are on
+    from gateway.telemetry.tracing import Tracing
 
 
 ERROR_BODY_BYTES = 64 * 1024  # of an error answer, read to find its message
@@ -25,6 +29,7 @@ class Upstream(msgspec.Struct, frozen=True):
     observe: Callable[[str, int, float], None]
     headers: Mapping[str, str] = {}
     query: Mapping[str, str] = {}
+    tracing: "Tracing | None" = None  # a client span per call when traces are on (gateway.telemetry)
 
     def for_provider(self, config: ProviderConfig) -> "Upstream":
         return msgspec.structs.replace(self, headers=dict(config.headers), query=dict(config.query))
@@ -50,6 +55,30 @@ async def post(upstream: Upstream, provider: str, url: str, data: bytes | AsyncI
     """POST `data` (bytes, or chunks produced while it is sent); the open 200 response, or
     UpstreamError describing the failure. The time to the response headers is observed here,
     not by aiohttp request tracing, which costs several coroutines per request."""
+    if upstream.tracing is None:
+        return await _post(upstream, provider, url, data, headers, timeout)
+    return await _traced(upstream.tracing, upstream, provider, url, data, headers, timeout)
+
+
+async def _traced(tracing: "Tracing", upstream: Upstream, provider: str, url: str,
+                  data: bytes | AsyncIterator[bytes], headers: dict[str, str],
+                  timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+    """`_post` as a client span (to the response headers), its trace context sent upstream."""
+    span = tracing.attempt_span(provider, url)
+    try:
+        response = await _post(upstream, provider, url, data, tracing.propagated(span, headers), timeout)
+    except UpstreamError as exc:
+        tracing.ended_attempt(span, exc.status, exc.reason)
+        raise
+    except BaseException:
+        tracing.ended_attempt(span, 0, "cancelled")
+        raise
+    tracing.ended_attempt(span, response.status)
+    return response
+
+
+async def _post(upstream: Upstream, provider: str, url: str, data: bytes | AsyncIterator[bytes],
+                headers: dict[str, str], timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
     started = time.monotonic()
     try:
         response = await upstream.session.post(url, data=data, headers=upstream.with_extras(headers),

@@ -207,6 +207,17 @@ ENV_OVERRIDES = [
     ("GATEWAY_ROUTING_DEADLINE_S", "12.5", "routing.deadline_s", 12.5),
     ("GATEWAY_ROUTING_FAILURE_THRESHOLD", "4", "routing.failure_threshold", 4),
     ("GATEWAY_ROUTING_COOLDOWN_S", "9", "routing.cooldown_s", 9.0),
+    ("GATEWAY_WEBHOOKS_ALLOWED_HOSTS", "hooks.internal, 10.0.0.9", "webhooks.allowed_hosts",
+     ["hooks.internal", "10.0.0.9"]),
+    ("GATEWAY_WEBHOOKS_ALLOW_HTTP", "true", "webhooks.allow_http", True),
+    ("GATEWAY_WEBHOOKS_TIMEOUT_S", "3", "webhooks.timeout_s", 3.0),
+    ("GATEWAY_WEBHOOKS_MAX_RESPONSE_BYTES", "100", "webhooks.max_response_bytes", 100),
+    ("GATEWAY_WEBHOOKS_RETRY_FIRST_S", "0.5", "webhooks.retry_first_s", 0.5),
+    ("GATEWAY_WEBHOOKS_RETRY_FOR_S", "60", "webhooks.retry_for_s", 60.0),
+    ("GATEWAY_WEBHOOKS_POLL_INTERVAL_S", "0.2", "webhooks.poll_interval_s", 0.2),
+    ("GATEWAY_TELEMETRY_OTLP_ENDPOINT", "http://otel:4318", "telemetry.otlp_endpoint", "http://otel:4318"),
+    ("GATEWAY_TELEMETRY_SERVICE_NAME", "gw-eu", "telemetry.service_name", "gw-eu"),
+    ("GATEWAY_TELEMETRY_CAPTURE_CONTENT", "true", "telemetry.capture_content", True),
 ]
 
 
