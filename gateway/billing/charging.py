@@ -190,7 +190,7 @@ async def appended(services: Services, unit: Append, then: Callable[[], None]) -
         if services.tracing is None:
             await services.writer.append(unit)
         else:
-            with services.tracing.committing(unit.stream_id, len(unit.events)):
+            with services.tracing.committing(len(unit.events)):
                 await services.writer.append(unit)
         then()
 

@@ -11,7 +11,6 @@ attempt sends its own onwards. Prompt text is never put on a span unless `captur
 import json
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from decimal import Decimal
 
 from aiohttp import web
 from opentelemetry import context, propagate, trace
@@ -24,7 +23,6 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from gateway.config import TelemetryConfig
 from gateway.ops.facts import RequestFacts
 from ledger.events import RequestCompleted
-from ledger.money import from_nano
 
 EXPORT_TIMEOUT_S = 5.0
 # The GenAI operation each API family performs (gen_ai.operation.name); other routes have none.
@@ -68,6 +66,13 @@ class Tracing:
                         facts: RequestFacts, request_id: str) -> None:
         """Its attributes, from what the request turned out to be (the same facts as its log line;
         what the ledger recorded was set as the charge committed, `charged`)."""
+        if span.is_recording():  # a span the sampler dropped costs nothing more
+            self._describe(span, request, status, facts, request_id)
+        span.end()
+        context.detach(token)  # type: ignore[arg-type]  # the token attach returned
+
+    @staticmethod
+    def _describe(span: Span, request: web.Request, status: int, facts: RequestFacts, request_id: str) -> None:
         route, model = _route(request), facts.model
         attributes: dict = {"http.request.method": request.method, "http.route": route,
                             "http.response.status_code": status, "gateway.request_id": request_id}
@@ -79,8 +84,6 @@ class Tracing:
         span.set_attributes(attributes)
         if status >= 500:
             span.set_status(Status(StatusCode.ERROR))
-        span.end()
-        context.detach(token)  # type: ignore[arg-type]  # the token attach returned
 
     def attempt_span(self, provider: str, url: str) -> Span:
         """An upstream call's span (a child of the current request's)."""
@@ -102,10 +105,10 @@ class Tracing:
             span.set_status(Status(StatusCode.ERROR))
         span.end()
 
-    def committing(self, org_id: str, events: int) -> AbstractContextManager[Span]:
+    def committing(self, events: int) -> AbstractContextManager[Span]:
         """The span of a request's ledger commit, current while it lasts."""
-        return self.tracer.start_as_current_span("ledger commit", kind=SpanKind.INTERNAL, attributes={
-            "gateway.org_id": org_id, "gateway.events": events, "db.operation.name": "append"})
+        return self.tracer.start_as_current_span("ledger commit", kind=SpanKind.INTERNAL,
+                                                 attributes={"gateway.events": events})
 
     def content(self, text: Mapping[str, object]) -> None:
         """A request's prompt and answer on its span, when the operator turned that on."""
@@ -120,17 +123,15 @@ class SpanCharges:
     on its span as it commits. Registered only while tracing is on."""
 
     async def charged(self, facts: RequestFacts, event: RequestCompleted) -> None:
-        trace.get_current_span().set_attributes(charged_attributes(event))
+        if (span := trace.get_current_span()).is_recording():
+            span.set_attributes(charged_attributes(event))
 
 
 def charged_attributes(record: RequestCompleted) -> dict:
     """What the ledger recorded of a request, as attributes (money exact: integers of nano-units)."""
     return {"gen_ai.provider.name": record.provider, "gen_ai.response.model": record.model,
             "gen_ai.usage.input_tokens": record.prompt_tokens, "gen_ai.usage.output_tokens": record.completion_tokens,
-            "gateway.cost_usd_nano": record.cost_usd_nano, "gateway.cost_inr_nano": record.cost_inr_nano,
-            "gateway.charged_inr_nano": record.charged_inr_nano,
-            "gateway.charged_inr": str(from_nano(record.charged_inr_nano) or Decimal(0)),
-            "gateway.key_id": record.key_id}
+            "gateway.cost_usd_nano": record.cost_usd_nano, "gateway.charged_inr_nano": record.charged_inr_nano}
 
 
 def _json(value: object) -> str:
