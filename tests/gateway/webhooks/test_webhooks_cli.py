@@ -57,6 +57,12 @@ allow_http = true
     assert (await webhooks_cli(path, "remove", org["org_id"], created["id"]))["deleted"] is True
     assert served and (await webhooks_cli(path, "list", org["org_id"]))["data"] == []
     await receiver.stop()
+    exported = tmp_path / "export.ndjson"  # the endpoint's events are in the org's export, and check
+    assert (await run_cli_async("ledger", "export", org["org_id"], "--out", str(exported), "--config", path)
+            ).returncode == 0
+    assert b'"webhook_attempted"' in exported.read_bytes() and created["secret"].encode() not in exported.read_bytes()
+    checked = await run_cli_async("ledger", "check-export", str(exported))
+    assert checked.returncode == 0, checked.stderr
 
 
 async def _delivered(path: str, org_id: str, webhook_id: str) -> dict | None:
