@@ -167,7 +167,8 @@ class Deliverer:
             upto_version=due.version, attempt=attempt, status=delivery.status, delivered=delivery.ok,
             error=delivery.error[:500], latency_ms=delivery.latency_ms, retry_at_us=retry_at)]
         if not delivery.ok and backoff.gives_up(endpoint.failing_since_us or now, now, self._config.retry_for_s):
-            events.append(WebhookDisabled(webhook_id=endpoint.webhook_id, reason=_disabled_reason(delivery)))
+            events.append(WebhookDisabled(webhook_id=endpoint.webhook_id,
+                                          reason=_disabled_reason(delivery, self._config.retry_for_s)))
         await self._record(endpoint, *events)
         return delivery.ok
 
@@ -191,6 +192,7 @@ class Deliverer:
         self._judged.pop(endpoint.webhook_id, None)
 
 
-def _disabled_reason(delivery: Delivery) -> str:
+def _disabled_reason(delivery: Delivery, retry_for_s: float) -> str:
     last = f"HTTP {delivery.status}" if delivery.status else delivery.error
-    return f"deliveries kept failing for a day (last: {last[:200]}); enable it again with PATCH enabled=true"
+    tried = "a day" if retry_for_s == 86_400 else f"{retry_for_s:g} s"
+    return f"deliveries kept failing for {tried} (last: {last[:200]}); enable it again with PATCH enabled=true"

@@ -7,8 +7,9 @@ import { createKeys } from "./keys.js";
 import { createMusic } from "./music.js";
 import { createOverview } from "./overview.js";
 import { createRequests } from "./requests.js";
+import { createWebhooks } from "./webhooks.js";
 
-const SECTIONS = ["overview", "requests", "music", "keys"];
+const SECTIONS = ["overview", "requests", "music", "keys", "webhooks"];
 
 const app = {
   // Bumped on every sign-in and sign-out: an answer arriving for an older epoch is dropped.
@@ -27,6 +28,7 @@ const sections = {
   requests: createRequests(app),
   music: createMusic(app),
   keys: createKeys(app),
+  webhooks: createWebhooks(app),
 };
 
 let current = null;
@@ -49,6 +51,7 @@ function showSignedIn() {
   byId("app-view").hidden = false;
   byId("account").hidden = false;
   showSection(location.hash.slice(1) || "overview");
+  sections.webhooks.check(); // a disabled endpoint shows on its tab whatever section is open
   if (!app.usage) {
     // The org's name for the header; it also checks a key kept from before a reload (401 signs out).
     const epoch = app.epoch;
