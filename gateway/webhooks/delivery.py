@@ -27,7 +27,7 @@ from gateway.webhooks.subscriptions import Webhooks, secret_name
 from ledger import queries, webhooks
 from ledger.events import Event, WebhookAttempted, WebhookDisabled, WebhookPassed
 from ledger.recorder import Append, LedgerError, Recorded, Recorder
-from ledger.webhooks import Endpoint
+from ledger.webhooks import Endpoint, Happened
 
 log = logging.getLogger("gateway.webhooks")
 
@@ -46,6 +46,9 @@ class Deliverer:
         self._recorder, self._append, self._sender = recorder, append, sender
         self._hooks, self._config = hooks, config
         self._judged: dict[str, tuple[int, int]] = {}  # endpoint -> (cursor, head) it raised nothing between
+        # endpoint -> (version, its org's money there) where the last look ended: events are
+        # immutable, so that money stays true of that version for good
+        self._standings: dict[str, tuple[int, Standing]] = {}
         self._gate = asyncio.Semaphore(CONCURRENCY)
 
     async def run(self) -> None:
@@ -127,9 +130,27 @@ class Deliverer:
         return list(waiting.values()), judged_to
 
     async def _raised(self, endpoint: Endpoint) -> tuple[list[Due], int]:
-        """What the events after the cursor raise: the org's money now, taken back over every
-        event after the cursor (read a page at a time), then forward over the first WINDOW."""
+        """What the first WINDOW events after the cursor raise, judged on the org's money before
+        each: carried over from the last look when the cursor is where that look ended (a long
+        backlog is read once, not once a window), else the money now taken back to the cursor."""
         org, after = endpoint.org_id, endpoint.cursor_version
+        carried = self._standings.pop(endpoint.webhook_id, None)
+        if carried is not None and carried[0] == after:
+            standing = carried[1]
+            window = await webhooks.events(self._recorder, org, after, 2**63 - 1, WINDOW)
+        else:
+            standing, window = await self._taken_back(org, after)
+        dues: list[Due] = []
+        for happened in window:
+            dues += alerts.raised(endpoint, org, standing, happened)
+            standing.apply(happened.event, happened.at_us)
+        judged_to = window[-1].version if window else after
+        self._standings[endpoint.webhook_id] = (judged_to, standing)
+        return dues, judged_to
+
+    async def _taken_back(self, org: str, after: int) -> tuple[Standing, list[Happened]]:
+        """The org's money at version `after`, and the first WINDOW events after it: the money
+        now, taken back over every event after `after` (read a page at a time), in one snapshot."""
         async with self._recorder.snapshot():
             head = await webhooks.head(self._recorder, org)
             standing = Standing(await webhooks.money(self._recorder, org))
@@ -137,11 +158,7 @@ class Deliverer:
             for happened in window:
                 standing.undo(happened.event, happened.at_us)
             await self._undo_beyond(standing, org, window[-1].version if window else head, head)
-        dues: list[Due] = []
-        for happened in window:
-            dues += alerts.raised(endpoint, org, standing, happened)
-            standing.apply(happened.event, happened.at_us)
-        return dues, window[-1].version if window else after
+        return standing, window
 
     async def _undo_beyond(self, standing: Standing, org: str, after: int, head: int) -> None:
         while after < head:

@@ -223,3 +223,30 @@ async def test_a_key_expiring_soon_and_a_request_refused_by_its_budget(hooked, r
     assert "budget" in refusal["data"]["reason"]
     await asyncio.sleep(0.3)  # later rounds send neither again
     assert len(receiver.got) == 2 and created["id"]
+
+
+async def test_a_backlog_longer_than_a_window_is_judged_right_across_windows(hooked, receiver):
+    """5,000 charges recorded while delivery waits (the endpoint failing): judged a window of
+    2,000 at a time once it answers, the money carried from window to window, each alert once."""
+    org = await hooked.new_org("100")
+    await register(hooked, org["api_key"], receiver, events=["credits.added", "balance.low"],
+                   balance_low_inr="60")
+    receiver.fail_next = 10_000
+    await admin.add_credits(hooked.ledger.recorder, org["org_id"], "1")  # 101: its delivery fails meanwhile
+    await receiver.until(lambda r: len(r.got) == 1)
+    units = [Append(org["org_id"], [RequestCompleted(
+        request_id=f"b{n}", key_id=org["key_id"], route="/v1/chat/completions", model="gpt-4o-mini",
+        provider="openai", status=200, charged_inr_nano=10_000_000)]) for n in range(5_000)]  # 0.01 INR each
+    for start in range(0, len(units), 500):
+        outcomes = await hooked.ledger.recorder.append(units[start:start + 500])
+        assert not [outcome for outcome in outcomes if isinstance(outcome, Exception)]
+    await admin.add_credits(hooked.ledger.recorder, org["org_id"], "7")  # 51 -> 58
+    receiver.fail_next = 0
+    await receiver.until(lambda r: len(r.ids()) == 3, timeout=30)
+    bodies = {got["id"]: got["body"] for got in receiver.got}
+    kinds = [(b["type"], b["data"].get("amount_inr"), b["data"].get("balance_inr"))
+             for b in (bodies[i] for i in receiver.ids())]
+    # 101 - 0.01 n < 60 first at n = 4101 (the 4,101st charge): in the third window
+    assert kinds == [("credits.added", "1", "101"), ("balance.low", None, "59.99"), ("credits.added", "7", "58")]
+    low = receiver.of_type("balance.low")[0]
+    assert low["data"]["request_id"] == "b4100"
