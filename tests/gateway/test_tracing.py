@@ -7,6 +7,7 @@ when no endpoint is set; a collector that is down costs a request nothing."""
 
 import asyncio
 import time
+from decimal import Decimal
 
 import msgspec
 import pytest
@@ -16,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from gateway.config import TelemetryConfig
 from gateway.edge.state import TRACING
 from gateway.telemetry.settings import otlp_endpoint
-from tests.gateway.gateway_helpers import closed_port, gateway_process, write_config
+from tests.gateway.gateway_helpers import closed_port, gateway_process, json_lines, write_config
 from tests.support import PROVIDER_KEY, auth, chat_body, clean_env, request_events, upstream_requests
 
 openai = pytest.importorskip("openai")
@@ -190,3 +191,11 @@ api_key = "{PROVIDER_KEY}"
         await until(lambda: len(collector.named("chat")) == 1, timeout=10)
         await served.stop()
     assert {"service.name": "gw-under-test"}.items() <= collector.resources[0].items()
+    [line] = [line for line in json_lines(served.stderr) if line.get("event") == "request"
+              and line.get("route") == "/v1/chat/completions"]
+    [span] = collector.named("chat")
+    attributes = span["attributes"]  # the span says what the request's log line says
+    assert (attributes["gateway.request_id"], attributes["gen_ai.request.model"], attributes["gen_ai.provider.name"],
+            attributes["http.response.status_code"]) == (line["request_id"], line["model"], line["provider"],
+                                                          line["status"])
+    assert Decimal(line["cost_inr"]) * 10**9 == attributes["gateway.charged_inr_nano"] > 0
