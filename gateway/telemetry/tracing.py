@@ -10,7 +10,7 @@ attempt sends its own onwards. Prompt text is never put on a span unless `captur
 
 import json
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 
 from aiohttp import web
 from opentelemetry import context, propagate, trace
@@ -86,7 +86,11 @@ class Tracing:
             span.set_status(Status(StatusCode.ERROR))
 
     def attempt_span(self, provider: str, url: str) -> Span:
-        """An upstream call's span (a child of the current request's)."""
+        """An upstream call's span (a child of the current request's). In a request the sampler
+        dropped, the request's own (non-recording) span: its trace context still goes upstream,
+        saying not sampled, and no span is made that nobody would see."""
+        if not (current := trace.get_current_span()).is_recording():
+            return current
         return self.tracer.start_span(f"POST {provider}", kind=SpanKind.CLIENT, attributes={
             "gen_ai.provider.name": provider, "http.request.method": "POST", "url.full": url.split("?", 1)[0]})
 
@@ -106,7 +110,9 @@ class Tracing:
         span.end()
 
     def committing(self, events: int) -> AbstractContextManager[Span]:
-        """The span of a request's ledger commit, current while it lasts."""
+        """The span of a request's ledger commit, current while it lasts (none in a dropped request)."""
+        if not (current := trace.get_current_span()).is_recording():
+            return nullcontext(current)
         return self.tracer.start_as_current_span("ledger commit", kind=SpanKind.INTERNAL,
                                                  attributes={"gateway.events": events})
 

@@ -199,3 +199,19 @@ api_key = "{PROVIDER_KEY}"
             attributes["http.response.status_code"]) == (line["request_id"], line["model"], line["provider"],
                                                           line["status"])
     assert Decimal(line["cost_inr"]) * 10**9 == attributes["gateway.charged_inr_nano"] > 0
+
+
+@pytest.mark.usefixtures("quick_batches")
+async def test_a_request_its_client_did_not_sample_makes_no_span_and_says_so_upstream(make_gateway, config,
+                                                                                      collector, simulator):
+    gateway = await make_gateway(traced(config, collector))
+    org = await gateway.new_org("100")
+    answer = await gateway.client.post("/v1/chat/completions", json=chat_body(), headers={
+        **auth(org["api_key"]), "traceparent": f"00-{TRACE_ID}-{CLIENT_SPAN}-00"})
+    assert answer.status == 200
+    [upstream] = await upstream_requests(gateway, simulator)
+    assert upstream["headers"]["traceparent"].split("-")[1::2] == [TRACE_ID, "00"]  # its trace, not sampled
+    sampled = await gateway.client.post("/v1/chat/completions", json=chat_body(), headers=auth(org["api_key"]))
+    assert sampled.status == 200
+    await until(lambda: len(collector.named("chat")) == 1)  # the next request's spans come; none of the first's
+    assert all(span["trace_id"] != TRACE_ID for span in collector.spans)
