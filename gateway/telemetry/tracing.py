@@ -13,18 +13,22 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 
 from aiohttp import web
-from opentelemetry import context, propagate, trace
+from opentelemetry import context, trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gateway.config import TelemetryConfig
 from gateway.ops.facts import RequestFacts
 from ledger.events import RequestCompleted
 
 EXPORT_TIMEOUT_S = 5.0
+# W3C trace context alone (traceparent, tracestate), not the SDK's default composite, which also
+# parses baggage on every request: stateless, so one serves every request.
+W3C = TraceContextTextMapPropagator()
 # The GenAI operation each API family performs (gen_ai.operation.name); other routes have none.
 OPERATIONS: Mapping[str, str] = {
     "/v1/chat/completions": "chat", "/v1/messages": "chat", "/v1/responses": "chat",
@@ -58,7 +62,7 @@ class Tracing:
     def server_span(self, request: web.Request) -> tuple[Span, object]:
         """The request's span, child of the client's traceparent, made current; and the token that
         restores the context before it."""
-        parent = propagate.extract(request.headers)
+        parent = W3C.extract(request.headers)
         span = self.tracer.start_span(f"{request.method} {_route(request)}", context=parent, kind=SpanKind.SERVER)
         return span, context.attach(trace.set_span_in_context(span, parent))
 
@@ -98,7 +102,7 @@ class Tracing:
     def propagated(span: Span, headers: dict[str, str]) -> dict[str, str]:
         """`headers` with the W3C trace context of `span`, for the upstream to continue the trace."""
         carrier: dict[str, str] = {}
-        propagate.inject(carrier, context=trace.set_span_in_context(span))
+        W3C.inject(carrier, context=trace.set_span_in_context(span))
         return {**headers, **carrier}
 
     @staticmethod
