@@ -6,7 +6,7 @@ so a name that resolves differently the next time (DNS rebinding) gains nothing.
 import asyncio
 import ipaddress
 import socket
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from yarl import URL
 
@@ -15,13 +15,22 @@ from gateway.config import WebhooksConfig
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 MAX_URL = 2048
 SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT: not global, yet not "private" to Python
+NAT64 = ipaddress.ip_network("64:ff9b::/96")  # the well-known prefix: an IPv4 address in the last 32 bits
+# Local-use NAT64 (RFC 8215) translates to the operator's own IPv4 network, wherever it puts the
+# address; Python before 3.13 calls it global. Site-local (fec0::/10, deprecated) is private in all
+# but name, and Python's is_global says nothing of it.
+INSIDE_V6 = (ipaddress.ip_network("64:ff9b:1::/48"), ipaddress.ip_network("fec0::/10"))
 
 
-class DestinationRefused(Exception):
+class DestinationRefused(ValueError):
     """A destination a webhook may not go to; the message says why and may be shown to the org."""
 
 
-class Policy(NamedTuple):
+@dataclass(frozen=True)
+class Policy:
+    """Where the operator opened the guard: hosts that may resolve anywhere (each as `_host` spells
+    it: from_config does that), and whether plain HTTP is allowed."""
+
     allowed_hosts: frozenset[str]
     allow_http: bool
 
@@ -35,18 +44,33 @@ class Policy(NamedTuple):
 
 
 def _host(host: str) -> str:
-    return host.strip().strip("[]").lower().rstrip(".")
+    """A host as allowed_hosts holds it: lower case, no trailing dot, an address in its short form."""
+    name = host.strip().strip("[]").lower().rstrip(".")
+    literal = _literal(name)
+    return name if literal is None else str(literal)
 
 
 def public(address: Address) -> bool:
-    """Whether an address is on the public internet (an IPv4 one inside IPv6 judged as itself)."""
+    """Whether an address is on the public internet: global unicast, none of private, loopback,
+    link-local, site-local, reserved, multicast, unspecified or shared (100.64/10). An IPv4 address
+    carried in IPv6 (mapped, 6to4, Teredo, NAT64) is judged as itself."""
     if isinstance(address, ipaddress.IPv6Address):
-        embedded = address.ipv4_mapped or address.sixtofour or (address.teredo[1] if address.teredo else None)
+        embedded = _embedded(address)
         if embedded is not None:
             return public(embedded)
-        if address in ipaddress.ip_network("64:ff9b::/96"):  # NAT64: the IPv4 address in its last 32 bits
-            return public(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
-    return address.is_global and not address.is_multicast and address not in SHARED
+        if any(address in network for network in INSIDE_V6):
+            return False
+    # is_global alone changed between Python versions; the named properties hold in all of them.
+    inside = (address.is_private or address.is_loopback or address.is_link_local or address.is_reserved
+              or address.is_multicast or address.is_unspecified or address in SHARED)
+    return address.is_global and not inside
+
+
+def _embedded(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address a packet to `address` ends up at, for the encodings that say which."""
+    if address in NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address.ipv4_mapped or address.sixtofour or (address.teredo[1] if address.teredo else None)
 
 
 def check_url(url: str, policy: Policy) -> str:
@@ -57,6 +81,8 @@ def check_url(url: str, policy: Policy) -> str:
         parsed = URL(url.strip())
         _check_parts(parsed, parsed.port, policy)
         normal = str(parsed.with_scheme(parsed.scheme.lower()).with_host((parsed.raw_host or "").lower()))
+    except DestinationRefused:
+        raise
     except ValueError as exc:
         raise DestinationRefused(f"the url is not valid: {exc}") from None
     literal = _literal(parsed.raw_host or "")
