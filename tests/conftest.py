@@ -18,6 +18,7 @@ from tests.support import PROVIDER_KEY, S3_CREDENTIALS, postgres_schema, postgre
 from simulator.app import create_app as create_simulator
 from simulator.settings import Settings
 from tests.tcp_proxy import proxied_service
+from tests.gateway.webhooks.receiver import Receiver
 
 
 # -- the simulator on its own, for its tests ---------------------------------------------------
@@ -152,6 +153,15 @@ async def gateway(make_gateway, config) -> Gateway:
 @pytest.fixture
 async def org(gateway) -> dict:
     return await gateway.new_org("100")
+
+
+@pytest.fixture
+async def receiver():
+    """A real webhook receiver on 127.0.0.1 (tests.gateway.webhooks.receiver)."""
+    running = Receiver()
+    await running.start()
+    yield running
+    await running.stop()
 
 
 @pytest.fixture(scope="session")

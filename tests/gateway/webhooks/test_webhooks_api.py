@@ -25,14 +25,6 @@ INR = 1_000_000_000
 EVERY = ["balance.low", "key.budget", "key.expiring", "credits.added", "request.refused", "webhook.test"]
 
 
-@pytest.fixture
-async def receiver():
-    running = Receiver()
-    await running.start()
-    yield running
-    await running.stop()
-
-
 def hooks_config(config, **changes):
     settings = {"allowed_hosts": ["127.0.0.1"], "allow_http": True, "poll_interval_s": 0.05,
                 "retry_first_s": 0.05, **changes}
