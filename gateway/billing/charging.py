@@ -187,11 +187,8 @@ async def appended(services: Services, unit: Append, then: Callable[[], None]) -
     commits every unit it took, whatever became of its caller, so what a request notes of its
     holds (`then`) must follow the ledger: else a hold would be released twice, or never."""
     async def append_then() -> None:
-        if services.tracing is None:
-            await services.writer.append(unit)
-        else:
-            with services.tracing.committing(len(unit.events)):
-                await services.writer.append(unit)
+        append = services.writer.append(unit)
+        await (append if services.tracing is None else services.tracing.committed(append))
         then()
 
     await despite_cancellation(append_then())

@@ -59,7 +59,8 @@ async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
                  latency_ms=round(seconds * 1000, 2), **facts.log_fields())
         structlog.contextvars.clear_contextvars()
         if traced is not None and tracing is not None:
-            tracing.end_server_span(*traced, request, status, facts, request_id)
+            caller = request.get(CALLER)
+            tracing.end_server_span(traced, request, status, facts, request_id, caller and caller.org_id)
 
 
 def _route(request: web.Request) -> RouteFacts:

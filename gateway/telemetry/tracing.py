@@ -9,8 +9,7 @@ attempt sends its own onwards. Prompt text is never put on a span unless `captur
 """
 
 import json
-from collections.abc import Mapping
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Awaitable, Mapping
 
 from aiohttp import web
 from opentelemetry import context, trace
@@ -19,6 +18,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gateway.config import TelemetryConfig
@@ -29,17 +29,40 @@ EXPORT_TIMEOUT_S = 5.0
 # W3C trace context alone (traceparent, tracestate), not the SDK's default composite, which also
 # parses baggage on every request: stateless, so one serves every request.
 W3C = TraceContextTextMapPropagator()
-# The GenAI operation each API family performs (gen_ai.operation.name); other routes have none.
+# The GenAI operation each model route performs (gen_ai.operation.name), by `METHOD /template` as
+# the route table names it (GET /v1/music is a history, POST /v1/music a generation); the names
+# the conventions lack (speech, transcription, realtime) say what the route does.
 OPERATIONS: Mapping[str, str] = {
-    "/v1/chat/completions": "chat", "/v1/messages": "chat", "/v1/responses": "chat",
-    "/v1/completions": "text_completion", "/v1/embeddings": "embeddings", "/v1/audio/speech": "speech",
-    "/v1/audio/transcriptions": "transcription", "/v1/music/generations": "generate_content",
-    "/v1/realtime": "realtime",
+    "POST /v1/chat/completions": "chat", "POST /v1/messages": "chat", "POST /v1/responses": "chat",
+    "POST /v1/completions": "text_completion", "POST /v1/embeddings": "embeddings",
+    "POST /v1/audio/speech": "speech", "POST /v1/audio/transcriptions": "transcription",
+    "POST /v1/music": "generate_content", "GET /v1/realtime": "realtime",
 }
+# The request's `Traced`, in its trace context: what code deeper in the request (an upstream call,
+# a charge) learns of it is gathered there, and set on its span at once when it ends.
+REQUEST = context.create_key("gateway.request")
+
+
+class Traced:
+    """A request's server span while it lasts; the attributes its spans learned meanwhile; the
+    upstream attempts it made so far (a client span's failover index, 0 for the first)."""
+
+    __slots__ = ("attempts", "attributes", "span", "token")
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+        self.attributes: dict[str, AttributeValue] = {}
+        self.attempts = 0
+        self.token: object = None  # what restores the context before the request's (context.detach)
+
+    def attempt(self) -> int:
+        self.attempts += 1
+        return self.attempts - 1
 
 
 class Tracing:
-    """The process's tracer and its exporter, while tracing is on."""
+    """The process's tracer and its exporter, while tracing is on. Each span's attributes are set
+    in one call (the SDK checks every attribute on every call: fewer calls, less work)."""
 
     def __init__(self, provider: TracerProvider, capture_content: bool) -> None:
         self._provider = provider
@@ -59,35 +82,26 @@ class Tracing:
         """Export what is queued (bounded by the exporter's timeout) and stop; blocking."""
         self._provider.shutdown()
 
-    def server_span(self, request: web.Request) -> tuple[Span, object]:
-        """The request's span, child of the client's traceparent, made current; and the token that
-        restores the context before it."""
+    def server_span(self, request: web.Request) -> Traced:
+        """The request's span, child of the client's traceparent, made current until it ends."""
         parent = W3C.extract(request.headers)
-        span = self.tracer.start_span(f"{request.method} {_route(request)}", context=parent, kind=SpanKind.SERVER)
-        return span, context.attach(trace.set_span_in_context(span, parent))
+        traced = Traced(self.tracer.start_span(f"{request.method} {_route(request)}", context=parent,
+                                               kind=SpanKind.SERVER))
+        traced.token = context.attach(context.set_value(REQUEST, traced, trace.set_span_in_context(traced.span,
+                                                                                                   parent)))
+        return traced
 
-    def end_server_span(self, span: Span, token: object, request: web.Request, status: int,
-                        facts: RequestFacts, request_id: str) -> None:
-        """Its attributes, from what the request turned out to be (the same facts as its log line;
-        what the ledger recorded was set as the charge committed, `charged`)."""
-        if span.is_recording():  # a span the sampler dropped costs nothing more
-            self._describe(span, request, status, facts, request_id)
+    def end_server_span(self, traced: Traced, request: web.Request, status: int, facts: RequestFacts,
+                        request_id: str, org_id: str | None) -> None:
+        """Its attributes: what the request turned out to be (the facts of its log line, its org
+        when it had a key) and what its spans learned (its ledger record: `SpanCharges`)."""
+        if (span := traced.span).is_recording():  # a span the sampler dropped costs nothing more
+            attributes = _described(span, request, status, facts, request_id)
+            if org_id:
+                attributes["gateway.org_id"] = org_id
+            span.set_attributes({**attributes, **traced.attributes})
         span.end()
-        context.detach(token)  # type: ignore[arg-type]  # the token attach returned
-
-    @staticmethod
-    def _describe(span: Span, request: web.Request, status: int, facts: RequestFacts, request_id: str) -> None:
-        route, model = _route(request), facts.model
-        attributes: dict = {"http.request.method": request.method, "http.route": route,
-                            "http.response.status_code": status, "gateway.request_id": request_id}
-        if operation := OPERATIONS.get(route):
-            attributes["gen_ai.operation.name"] = operation
-            span.update_name(f"{operation} {model}" if model else operation)
-        if model:
-            attributes["gen_ai.request.model"] = model
-        span.set_attributes(attributes)
-        if status >= 500:
-            span.set_status(Status(StatusCode.ERROR))
+        context.detach(traced.token)  # type: ignore[arg-type]  # the token attach returned
 
     def attempt_span(self, provider: str, url: str) -> Span:
         """An upstream call's span (a child of the current request's). In a request the sampler
@@ -95,8 +109,10 @@ class Tracing:
         saying not sampled, and no span is made that nobody would see."""
         if not (current := trace.get_current_span()).is_recording():
             return current
+        traced = context.get_value(REQUEST)
         return self.tracer.start_span(f"POST {provider}", kind=SpanKind.CLIENT, attributes={
-            "gen_ai.provider.name": provider, "http.request.method": "POST", "url.full": url.split("?", 1)[0]})
+            "gen_ai.provider.name": provider, "url.full": url.split("?", 1)[0],
+            "gateway.failover.index": traced.attempt() if isinstance(traced, Traced) else 0})
 
     @staticmethod
     def propagated(span: Span, headers: dict[str, str]) -> dict[str, str]:
@@ -107,44 +123,71 @@ class Tracing:
 
     @staticmethod
     def ended_attempt(span: Span, status: int, error: str = "") -> None:
-        span.set_attribute("http.response.status_code", status)
+        """The attempt's end: its status (0: it had none, cancelled), and why it failed if it did."""
         if error or status >= 300:
-            span.set_attribute("error.type", error or str(status))
+            span.set_attributes({"http.response.status_code": status, "error.type": error or str(status)}
+                                if status else {"error.type": error})
             span.set_status(Status(StatusCode.ERROR))
+        else:
+            span.set_attribute("http.response.status_code", status)
         span.end()
 
-    def committing(self, events: int) -> AbstractContextManager[Span]:
-        """The span of a request's ledger commit, current while it lasts (none in a dropped request)."""
-        if not (current := trace.get_current_span()).is_recording():
-            return nullcontext(current)
-        return self.tracer.start_as_current_span("ledger commit", kind=SpanKind.INTERNAL,
-                                                 attributes={"gateway.events": events})
+    async def committed(self, append: Awaitable[object]) -> None:
+        """`append` (a request's write to the ledger, durable on return) as its span, a child of
+        the request's (none in a request the sampler dropped)."""
+        if not trace.get_current_span().is_recording():
+            await append
+            return
+        span = self.tracer.start_span("ledger commit", kind=SpanKind.INTERNAL)
+        try:
+            await append
+        except BaseException as exc:
+            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            raise
+        finally:
+            span.end()
 
     def content(self, text: Mapping[str, object]) -> None:
         """A request's prompt and answer on its span, when the operator turned that on."""
-        if self.capture_content:
-            span = trace.get_current_span()
-            span.set_attribute("gen_ai.input.messages", _json(text.get("request", text.get("prompt"))))
-            span.set_attribute("gen_ai.output.messages", _json(text.get("response", text.get("lyrics"))))
+        if self.capture_content and isinstance(traced := context.get_value(REQUEST), Traced):
+            traced.attributes["gen_ai.input.messages"] = _json(text.get("request", text.get("prompt")))
+            traced.attributes["gen_ai.output.messages"] = _json(text.get("response", text.get("lyrics")))
 
 
 class SpanCharges:
     """A charge observer (gateway.billing.observers): what the ledger recorded of the request goes
-    on its span as it commits. Registered only while tracing is on."""
+    on its span when it ends. Registered only while tracing is on."""
 
     async def charged(self, facts: RequestFacts, event: RequestCompleted) -> None:
-        if (span := trace.get_current_span()).is_recording():
-            span.set_attributes(charged_attributes(event))
+        if isinstance(traced := context.get_value(REQUEST), Traced) and traced.span.is_recording():
+            traced.attributes.update(charged_attributes(event))
 
 
 def charged_attributes(record: RequestCompleted) -> dict:
     """What the ledger recorded of a request, as attributes (money exact: integers of nano-units)."""
     return {"gen_ai.provider.name": record.provider, "gen_ai.response.model": record.model,
             "gen_ai.usage.input_tokens": record.prompt_tokens, "gen_ai.usage.output_tokens": record.completion_tokens,
-            "gateway.cost_usd_nano": record.cost_usd_nano, "gateway.charged_inr_nano": record.charged_inr_nano}
+            "gateway.cost_inr_nano": record.cost_inr_nano, "gateway.charged_inr_nano": record.charged_inr_nano}
+
+
+def _described(span: Span, request: web.Request, status: int, facts: RequestFacts, request_id: str) -> dict:
+    """The server span's attributes from the request and its log line's facts; names the span."""
+    route, model = _route(request), facts.model
+    attributes: dict = {"http.request.method": request.method, "http.route": route,
+                        "http.response.status_code": status, "gateway.request_id": request_id}
+    if operation := OPERATIONS.get(f"{request.method} {route}"):
+        attributes["gen_ai.operation.name"] = operation
+        span.update_name(f"{operation} {model}" if model else operation)
+    if model:
+        attributes["gen_ai.request.model"] = model
+    if status >= 500:  # a server's 4xx is the client's error, not the span's (HTTP conventions)
+        attributes["error.type"] = str(status)
+        span.set_status(Status(StatusCode.ERROR))
+    return attributes
 
 
 def _json(value: object) -> str:
+    # Only with capture_content, off the usual path; `default=str` so no text can fail a request.
     return json.dumps(value, ensure_ascii=False, default=str)
 
 

@@ -6,6 +6,9 @@ client span per upstream attempt (a failover shows both), and the ledger commit;
 when no endpoint is set; a collector that is down costs a request nothing."""
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
 from decimal import Decimal
 
@@ -16,11 +19,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from gateway.config import TelemetryConfig
 from gateway.edge.state import TRACING
+from gateway.routes import ENDPOINTS
 from gateway.telemetry.settings import otlp_endpoint
-from tests.gateway.gateway_helpers import closed_port, gateway_process, json_lines, write_config
+from gateway.telemetry.tracing import OPERATIONS
+from tests.gateway.gateway_helpers import closed_port, gateway_process, json_lines, run_cli_async, write_config
 from tests.support import PROVIDER_KEY, auth, chat_body, clean_env, request_events, upstream_requests
 
 openai = pytest.importorskip("openai")
+anthropic = pytest.importorskip("anthropic")
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{TRACE_ID}-{CLIENT_SPAN}-01"
@@ -77,6 +83,13 @@ async def collector(aiohttp_server):
     return collecting
 
 
+@pytest.fixture(autouse=True)
+def no_otel_env(monkeypatch):
+    """A developer's own OTEL_* variables must not decide what these gateways trace."""
+    for name in [name for name in os.environ if name.startswith("OTEL_")]:
+        monkeypatch.delenv(name)
+
+
 @pytest.fixture
 def quick_batches(monkeypatch):
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")  # the SDK's batch delay, in ms (default 5 s)
@@ -84,6 +97,22 @@ def quick_batches(monkeypatch):
 
 def traced(config, collector: Collector, **settings):
     return msgspec.structs.replace(config, telemetry=TelemetryConfig(otlp_endpoint=collector.url, **settings))
+
+
+def servers(collector: Collector) -> dict[str, dict]:
+    """The server spans received, by their request id."""
+    return {span["attributes"]["gateway.request_id"]: span for span in collector.spans if span["kind"] == "server"}
+
+
+def assert_is_its_record(span: dict, event) -> None:
+    """The span says what the request's ledger event says: model, provider, tokens, money, status."""
+    attributes = span["attributes"]
+    assert (attributes["gateway.request_id"], attributes["gen_ai.response.model"], attributes["gen_ai.provider.name"],
+            attributes["http.response.status_code"]) == (event.request_id, event.model, event.provider, event.status)
+    assert (attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"]) == (
+        event.prompt_tokens, event.completion_tokens)
+    assert (attributes["gateway.cost_inr_nano"], attributes["gateway.charged_inr_nano"]) == (
+        event.cost_inr_nano, event.charged_inr_nano) and event.charged_inr_nano > 0
 
 
 @pytest.mark.usefixtures("quick_batches")
@@ -101,23 +130,44 @@ async def test_a_request_is_one_server_span_with_its_charge_attempts_and_commit(
     [event] = await request_events(gateway)
     assert server["name"] == "chat gpt-4o-mini" and server["kind"] == "server"
     assert (server["trace_id"], server["parent"]) == (TRACE_ID, CLIENT_SPAN)  # the client's trace, continued
+    assert_is_its_record(server, event)
     attributes = server["attributes"]
-    assert attributes["gateway.request_id"] == request_id == event.request_id
-    assert (attributes["gen_ai.operation.name"], attributes["gen_ai.request.model"],
-            attributes["gen_ai.response.model"], attributes["gen_ai.provider.name"]) == (
-        "chat", "gpt-4o-mini", event.model, event.provider)
-    assert (attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"]) == (
-        event.prompt_tokens, event.completion_tokens)
-    assert (attributes["gateway.charged_inr_nano"], attributes["gateway.cost_usd_nano"]) == (
-        event.charged_inr_nano, event.cost_usd_nano) and event.charged_inr_nano > 0
-    assert (attributes["http.route"], attributes["http.response.status_code"]) == ("/v1/chat/completions", 200)
+    assert attributes["gateway.request_id"] == request_id
+    assert (attributes["gen_ai.operation.name"], attributes["gen_ai.request.model"], attributes["gateway.org_id"],
+            attributes["http.request.method"], attributes["http.route"]) == (
+        "chat", "gpt-4o-mini", org["org_id"], "POST", "/v1/chat/completions")
     assert attempt["kind"] == "client" and attempt["parent"] == server["span_id"]
-    assert commits and all(commit["parent"] == server["span_id"] for commit in commits)  # its hold, its charge
-    assert attempt["attributes"]["gen_ai.provider.name"] == "openai"
-    assert attempt["attributes"]["http.response.status_code"] == 200
+    assert (attempt["attributes"]["gen_ai.provider.name"], attempt["attributes"]["http.response.status_code"],
+            attempt["attributes"]["gateway.failover.index"]) == ("openai", 200, 0)
+    # Its durable writes (its hold, its charge), children of the request's span
+    assert commits and all(commit["parent"] == server["span_id"] and commit["kind"] == "internal"
+                           for commit in commits)
     [upstream] = await upstream_requests(gateway, simulator)
     assert upstream["headers"]["traceparent"].split("-")[1:3] == [TRACE_ID, attempt["span_id"]]
     assert "a secret prompt" not in repr(collector.spans)  # no text unless the operator turns it on
+
+
+@pytest.mark.usefixtures("quick_batches", "no_anthropic_env")
+async def test_a_streamed_chat_and_an_anthropic_message_are_spans_of_their_records(make_gateway, config, collector):
+    gateway = await make_gateway(traced(config, collector))
+    org = await gateway.new_org("100")
+    chat = openai.AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=org["api_key"], max_retries=0)
+    raw = await chat.chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "hi [sim:tokens=5]"}], stream=True)
+    streamed = [chunk async for chunk in raw.parse()]
+    assert streamed
+    claude = anthropic.AsyncAnthropic(base_url=gateway.url, api_key=org["api_key"], max_retries=0)
+    message = await claude.messages.with_raw_response.create(
+        model="claude-haiku-4-5", max_tokens=20, messages=[{"role": "user", "content": "hi [sim:tokens=3]"}])
+    ids = [raw.headers["x-request-id"], message.headers["request-id"]]
+    await until(lambda: set(ids) <= set(servers(collector)))
+    events = {event.request_id: event for event in await request_events(gateway)}
+    for request_id, name, route in zip(ids, ("chat gpt-4o-mini", "chat claude-haiku-4-5"),
+                                       ("/v1/chat/completions", "/v1/messages"), strict=True):
+        span = servers(collector)[request_id]
+        assert (span["name"], span["attributes"]["http.route"]) == (name, route)
+        assert_is_its_record(span, events[request_id])
+    assert events[ids[0]].stream and events[ids[1]].provider == "anthropic"
 
 
 @pytest.mark.usefixtures("quick_batches")
@@ -132,11 +182,14 @@ async def test_a_failover_shows_each_attempt(make_gateway, config, collector):
     await until(lambda: len(collector.named("chat")) == 1)
     [server] = collector.named("chat")
     attempts = sorted((s for s in collector.named("POST") if s["parent"] == server["span_id"]),
-                      key=lambda s: s["name"])
-    assert [(s["attributes"]["gen_ai.provider.name"], s["attributes"]["http.response.status_code"], s["status"])
-            for s in attempts] == [("groq", 502, 2), ("openrouter", 200, 0)]
+                      key=lambda s: s["attributes"]["gateway.failover.index"])
+    assert [(s["attributes"]["gateway.failover.index"], s["attributes"]["gen_ai.provider.name"],
+             s["attributes"]["http.response.status_code"], s["status"]) for s in attempts] == [
+        (0, "groq", 502, 2), (1, "openrouter", 200, 0)]  # status 2: error
     assert attempts[0]["attributes"]["error.type"] == "connection"
-    assert server["attributes"]["gen_ai.provider.name"] == "openrouter"
+    [event] = await request_events(gateway)
+    assert_is_its_record(server, event)
+    assert [a.provider for a in event.attempts] == ["groq", "openrouter"]
 
 
 @pytest.mark.usefixtures("quick_batches")
@@ -152,15 +205,30 @@ async def test_prompt_text_only_when_the_operator_turns_it_on(make_gateway, conf
     assert server["attributes"]["gen_ai.output.messages"]
 
 
-async def test_nothing_is_traced_without_an_endpoint_and_a_dead_collector_costs_nothing(make_gateway, config,
-                                                                                        collector):
+async def test_nothing_is_traced_or_sent_upstream_without_an_endpoint(make_gateway, config, collector, simulator):
     quiet = await make_gateway(config)
     assert quiet.server.app[TRACING] is None
-    assert otlp_endpoint(TelemetryConfig(), {}) is None
-    assert otlp_endpoint(TelemetryConfig(otlp_endpoint="http://c:4318"), {"OTEL_SDK_DISABLED": "true"}) is None
-    assert otlp_endpoint(TelemetryConfig(), {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318/"}) == "http://c:4318/v1/traces"
-    assert otlp_endpoint(TelemetryConfig(otlp_endpoint="http://x"), {
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c/t"}) == "http://c/t"
+    org = await quiet.new_org("100")
+    answer = await quiet.client.post("/v1/chat/completions", json=chat_body(),
+                                     headers={**auth(org["api_key"]), "traceparent": TRACEPARENT})
+    assert answer.status == 200
+    [upstream] = await upstream_requests(quiet, simulator)
+    assert "traceparent" not in {name.lower() for name in upstream["headers"]}  # off: nothing is added
+    assert collector.spans == []
+
+
+def test_a_gateway_without_traces_never_loads_the_trace_sdk():
+    # (redis-py imports the OpenTelemetry API and metrics SDK by itself, idle unless configured)
+    code = ("import sys, gateway.app, gateway.cli, gateway.server\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('opentelemetry.sdk.trace', "
+            "'opentelemetry.exporter', 'gateway.telemetry.tracing'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+async def test_a_dead_collector_costs_a_request_nothing(make_gateway, config, monkeypatch, caplog):
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "4")  # full after two requests: the rest are dropped
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4")
     down = await make_gateway(msgspec.structs.replace(
         config, telemetry=TelemetryConfig(otlp_endpoint=f"http://127.0.0.1:{closed_port()}")))
     org = await down.new_org("100")
@@ -169,7 +237,32 @@ async def test_nothing_is_traced_without_an_endpoint_and_a_dead_collector_costs_
         answer = await down.client.post("/v1/chat/completions", json=chat_body(), headers=auth(org["api_key"]))
         assert answer.status == 200
     assert time.monotonic() - started < 5  # spans wait in the batch queue; no request waits on them
-    assert collector.spans == []
+    # The queue was full, and the SDK said so once (its own filter: once in 20 s), not once a span
+    dropped = [r for r in caplog.records if r.name.startswith("opentelemetry") and "Queue full" in r.getMessage()]
+    assert 1 <= len(dropped) <= 2
+
+
+async def test_the_standard_variables_choose_the_endpoint_or_turn_traces_off(make_gateway, config, collector,
+                                                                             monkeypatch):
+    assert otlp_endpoint(TelemetryConfig(), {}) is None
+    assert otlp_endpoint(TelemetryConfig(), {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318/"}) == "http://c:4318/v1/traces"
+    assert otlp_endpoint(TelemetryConfig(otlp_endpoint="http://c:4318/v1/traces"), {}) == "http://c:4318/v1/traces"
+    assert otlp_endpoint(TelemetryConfig(otlp_endpoint="http://x"), {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c"}) == (
+        "http://c/v1/traces")
+    elsewhere = msgspec.structs.replace(config, telemetry=TelemetryConfig(
+        otlp_endpoint=f"http://127.0.0.1:{closed_port()}"))
+    for off in ({"OTEL_SDK_DISABLED": "true"}, {"OTEL_TRACES_EXPORTER": "none"}):
+        with monkeypatch.context() as env:
+            for name, value in off.items():
+                env.setenv(name, value)
+            assert (await make_gateway(elsewhere)).server.app[TRACING] is None
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", f"{collector.url}/v1/traces")  # as it is; wins
+    gateway = await make_gateway(elsewhere)
+    org = await gateway.new_org("100")
+    answer = await gateway.client.post("/v1/chat/completions", json=chat_body(), headers=auth(org["api_key"]))
+    assert answer.status == 200
+    await until(lambda: len(collector.named("chat")) == 1)
 
 
 async def test_a_served_gateway_exports_by_the_standard_variables(tmp_path, collector, sim_url):
@@ -180,7 +273,6 @@ url = "sqlite:///{tmp_path}/ledger.db"
 base_url = "{sim_url}/v1"
 api_key = "{PROVIDER_KEY}"
 """)
-    from tests.gateway.gateway_helpers import run_cli_async
     org = msgspec.json.decode((await run_cli_async("admin", "create-org", "t", "--credits-inr", "10",
                                                    "--config", str(path))).stdout)
     env = clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=collector.url, OTEL_SERVICE_NAME="gw-under-test",
@@ -196,8 +288,8 @@ api_key = "{PROVIDER_KEY}"
     [span] = collector.named("chat")
     attributes = span["attributes"]  # the span says what the request's log line says
     assert (attributes["gateway.request_id"], attributes["gen_ai.request.model"], attributes["gen_ai.provider.name"],
-            attributes["http.response.status_code"]) == (line["request_id"], line["model"], line["provider"],
-                                                          line["status"])
+            attributes["http.response.status_code"], attributes["gateway.org_id"]) == (
+        line["request_id"], line["model"], line["provider"], line["status"], line["org_id"])
     assert Decimal(line["cost_inr"]) * 10**9 == attributes["gateway.charged_inr_nano"] > 0
 
 
@@ -215,3 +307,8 @@ async def test_a_request_its_client_did_not_sample_makes_no_span_and_says_so_ups
     assert sampled.status == 200
     await until(lambda: len(collector.named("chat")) == 1)  # the next request's spans come; none of the first's
     assert all(span["trace_id"] != TRACE_ID for span in collector.spans)
+
+
+def test_every_operation_names_a_route():
+    """The GenAI operation names are keyed by routes that exist (a renamed route would lose its name)."""
+    assert set(OPERATIONS) <= {endpoint.line for endpoint in ENDPOINTS}
