@@ -80,10 +80,21 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
     user = system = 0
     for member in process_tree(pid):
         with contextlib.suppress(OSError):
-            with open(f"/proc/{member}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            user, system = user + int(fields[11]), system + int(fields[12])  # fields 14 and 15
+            member_user, member_system = _ticks(f"/proc/{member}/stat")
+            user, system = user + member_user, system + member_system
     return user / TICKS_PER_S, system / TICKS_PER_S
+
+
+def main_thread_cpu_seconds(pid: int) -> float:
+    """utime + stime of `pid`'s main thread alone (an asyncio server's event loop), in seconds."""
+    return sum(_ticks(f"/proc/{pid}/task/{pid}/stat")) / TICKS_PER_S
+
+
+def _ticks(stat_path: str) -> tuple[int, int]:
+    """(utime, stime) in clock ticks from a /proc stat file (fields 14 and 15)."""
+    with open(stat_path) as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return int(fields[11]), int(fields[12])
 
 
 def rss_kib(pid: int) -> int:

@@ -2,8 +2,10 @@
 durable ledger, logs, metrics) with traces off and on, side by side in one run, in front of the
 fake upstream, with an OTLP collector that keeps nothing (bench.otlp_sink) when on. Load comes
 from wrk (its own process); each row reports req/s, p50/p99 and the gateway's CPU time per request
-(utime+stime from /proc), which drifts far less than req/s on a shared machine. The two are run
-alternately, `--rounds` times each, so drift shows as the spread between rounds of one.
+(utime+stime from /proc), which drifts far less than req/s on a shared machine, split into its
+event loop's (the requests, and with traces on their spans) and its other threads' (the SQLite
+ledger's and, with traces on, the SDK's exporter, which encodes and sends the spans). The modes
+are run alternately, `--rounds` times each, so drift shows as the spread between rounds of one.
 
     python -m bench.tracing [--duration 8] [--rounds 2] [--json data/bench/tracing.json]
 """
@@ -48,7 +50,8 @@ def gateway(mode: str, upstream_url: str, sink_url: str, tmp: Path, n: int) -> I
         text += f'\n[telemetry]\notlp_endpoint = "{sink_url}"\n'
     config.write_text(text)
     key = gateways.create_org(config)
-    env = {**procs.clean_env(), **(SAMPLED if mode == "on-10%" else {})}
+    env = {name: value for name, value in procs.clean_env().items() if not name.startswith("OTEL_")}  # ours alone
+    env.update(SAMPLED if mode == "on-10%" else {})
     command = [procs.GATEWAY, "serve", "--config", str(config)]
     with procs.running(command, config.with_suffix(".log"), "gateway_ready", env) as (process, url):
         yield gateways.Target(url, key, process.pid)
@@ -57,8 +60,16 @@ def gateway(mode: str, upstream_url: str, sink_url: str, tmp: Path, n: int) -> I
 def one_round(mode: str, upstream_url: str, sink_url: str, tmp: Path, args: argparse.Namespace, n: int) -> dict:
     with gateway(mode, upstream_url, sink_url, tmp, n) as target:
         wrk.run(target.url, target.key, clients.CHAT_BODY, 8, WARMUP_S)
-        return {"c1": clients.closed_loop(target, 1, args.duration),
-                "c32": clients.closed_loop(target, 32, args.duration)}
+        return {"c1": split(target, 1, args.duration), "c32": split(target, 32, args.duration)}
+
+
+def split(target: gateways.Target, connections: int, duration_s: int) -> dict:
+    """A closed-loop run, its CPU per request also split between the event loop and the rest."""
+    before = procs.main_thread_cpu_seconds(target.pid)
+    result = clients.closed_loop(target, connections, duration_s)
+    loop = 1e6 * (procs.main_thread_cpu_seconds(target.pid) - before) / max(result["requests"], 1)
+    return {**result, "loop_us_per_request": round(loop, 1),
+            "threads_us_per_request": round(result["cpu_us_per_request"] - loop, 1)}
 
 
 def exported(sink_url: str) -> dict:
@@ -71,20 +82,36 @@ def summary(rounds: list[dict]) -> dict:
     def median(load: str, key: str) -> float:
         return round(statistics.median(r[load].get(key, 0) for r in rounds), 1)
     return {f"{load}_{key}": median(load, key) for load in ("c1", "c32")
-            for key in ("rps", "cpu_us_per_request", "p50_ms", "p99_ms")}
+            for key in ("rps", "cpu_us_per_request", "loop_us_per_request", "threads_us_per_request", "p50_ms",
+                        "p99_ms")}
+
+
+HEADERS = ("traces", "req/s c=32", "CPU µs/req c=32", "event loop", "other threads", "CPU µs/req c=1",
+           "p50 c=1 (ms)", "p99 c=32 (ms)")
 
 
 def render(result: dict) -> str:
-    rows = [("traces", "req/s c=32", "CPU µs/req c=32", "CPU µs/req c=1", "p50 c=1 (ms)", "p99 c=32 (ms)")]
+    """A Markdown table, a row per mode, and what each mode adds to a request's CPU over traces off."""
+    lines = ["| " + " | ".join(HEADERS) + " |", "|---" * len(HEADERS) + "|"]
     for mode in MODES:
         s = result["summary"][mode]
-        rows.append((mode, f"{s['c32_rps']:,.0f}", f"{s['c32_cpu_us_per_request']:,.0f}",
-                     f"{s['c1_cpu_us_per_request']:,.0f}", f"{s['c1_p50_ms']}", f"{s['c32_p99_ms']}"))
-    off = result["summary"]["off"]["c32_cpu_us_per_request"]
-    costs = ", ".join(f"{mode} {100 * (result['summary'][mode]['c32_cpu_us_per_request'] / max(off, 1) - 1):+.1f}%"
-                      for mode in MODES[1:])
-    table = "\n".join(" | ".join(str(cell) for cell in row) for row in rows)
-    return f"{table}\n\nCPU per request at c=32 against traces off: {costs} (medians of {result['rounds']} rounds)"
+        cells = (mode, f"{s['c32_rps']:,.0f}", f"{s['c32_cpu_us_per_request']:,.0f}",
+                 f"{s['c32_loop_us_per_request']:,.0f}", f"{s['c32_threads_us_per_request']:,.0f}",
+                 f"{s['c1_cpu_us_per_request']:,.0f}", f"{s['c1_p50_ms']}", f"{s['c32_p99_ms']}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + f"\n\n{costs(result['summary'])} (medians of {result['rounds']} rounds)"
+
+
+def costs(summary: dict) -> str:
+    """Each traced mode's CPU per request at c=32 over traces off: in all, in the event loop, elsewhere."""
+    off = summary["off"]
+
+    def added(mode: str, key: str) -> float:
+        return summary[mode][f"c32_{key}"] - off[f"c32_{key}"]
+    return "CPU per request at c=32 against traces off: " + "; ".join(
+        f"{mode} {100 * added(mode, 'cpu_us_per_request') / max(off['c32_cpu_us_per_request'], 1):+.1f}% "
+        f"({added(mode, 'loop_us_per_request'):+,.0f} µs in the event loop, "
+        f"{added(mode, 'threads_us_per_request'):+,.0f} µs in other threads)" for mode in MODES[1:])
 
 
 def main(args: argparse.Namespace) -> int:

@@ -31,4 +31,5 @@ def test_traces_off_on_and_sampled_are_measured_side_by_side(tmp_path):
     for mode in MODES:
         [run] = result["runs"][mode]
         assert run["c32"]["ok"] > 0 and run["c32"]["cpu_us_per_request"] > 0 and run["c1"]["non_2xx"] == 0
+        assert run["c32"]["loop_us_per_request"] > 0  # the event loop's share, the rest the other threads'
     assert "CPU per request at c=32 against traces off" in done.stdout
