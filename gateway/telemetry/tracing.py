@@ -5,7 +5,9 @@ exported over OTLP (HTTP/protobuf) by the official SDK in batches from its own t
 
 Off, nothing here runs on a request: callers hold None instead of a `Tracing` and branch once.
 On, a request's spans are parented by the W3C `traceparent` its client sent, and each upstream
-attempt sends its own onwards. Prompt text is never put on a span unless `capture_content`.
+attempt sends its own onwards; what the request's code learns on the way (its record, its
+attempts) is gathered in its `Traced` and set on its span in one call as it ends. Prompt text is
+never put on a span unless `capture_content`.
 """
 
 import json
@@ -85,10 +87,9 @@ class Tracing:
     def server_span(self, request: web.Request) -> Traced:
         """The request's span, child of the client's traceparent, made current until it ends."""
         parent = W3C.extract(request.headers)
-        traced = Traced(self.tracer.start_span(f"{request.method} {_route(request)}", context=parent,
-                                               kind=SpanKind.SERVER))
-        traced.token = context.attach(context.set_value(REQUEST, traced, trace.set_span_in_context(traced.span,
-                                                                                                   parent)))
+        span = self.tracer.start_span(f"{request.method} {_route(request)}", context=parent, kind=SpanKind.SERVER)
+        traced = Traced(span)
+        traced.token = context.attach(context.set_value(REQUEST, traced, trace.set_span_in_context(span, parent)))
         return traced
 
     def end_server_span(self, traced: Traced, request: web.Request, status: int, facts: RequestFacts,
