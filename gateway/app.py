@@ -38,9 +38,7 @@ from gateway.routes import ENDPOINTS
 from gateway.billing.observers import ChargeObserver
 from gateway.services import Services
 from gateway.telemetry.settings import otlp_endpoint
-from gateway.webhooks import sealing as webhook_sealing
 from gateway.webhooks.delivery import Deliverer
-from gateway.webhooks.destinations import Policy
 from gateway.webhooks.sending import Sender
 from gateway.webhooks.subscriptions import Webhooks
 from gateway.edge.state import (
@@ -163,14 +161,6 @@ def _span_charges(tracing: "Tracing | None") -> tuple[ChargeObserver, ...]:
     return (SpanCharges(),)
 
 
-def _webhooks(config: Config) -> Webhooks:
-    try:
-        sealer = webhook_sealing.sealer_for(config)
-    except OSError as exc:
-        raise ConfigError(f"webhook secrets cannot be sealed: {exc}") from None
-    return Webhooks(Policy.from_config(config.webhooks), sealer, asyncio.Event())
-
-
 async def webhooks_ctx(app: web.Application) -> AsyncIterator[None]:
     """The one delivery loop of this process: it delivers while it has the ledger's turn at it."""
     services, config = app[SERVICES], app[CONFIG].webhooks
@@ -209,7 +199,7 @@ async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         # After each charge commits, in this order (gateway.billing.observers)
         charge_observers=(ChargeFacts(), CostHeaders(), app[METRICS],
                           TokenSpend(limiter, ledger.directory, config.limits), *_span_charges(app[TRACING])),
-        kind_routes=app[ROUTES].kind_homes(), signer=(signer := _signer(config)), webhooks=_webhooks(config),
+        kind_routes=app[ROUTES].kind_homes(), signer=(signer := _signer(config)), webhooks=Webhooks.configured(config),
         tracing=app[TRACING])
     maintaining = [asyncio.create_task(escrow.maintain(), name="holds")]
     if config.ledger.checkpoint_interval_s:

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import msgspec
 
+from ledger import queries
 from ledger.recorder import GENESIS_HASH, Recorder
 
 PAGE = 1000
@@ -27,7 +28,6 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ROWS = ("SELECT position, version, recorded_at_us, data, hash FROM events WHERE stream_id = ? AND version > ?"
         " ORDER BY version LIMIT ?")
 AT_VERSION = "SELECT position, recorded_at_us, hash FROM events WHERE stream_id = ? AND version = ?"
-HEAD = "SELECT COALESCE(MAX(version), 0) FROM events WHERE stream_id = ?"
 _encode = msgspec.json.Encoder().encode
 
 
@@ -104,7 +104,7 @@ async def _first_version(recorder: Recorder, stream_id: str, window: Window) -> 
     (the head's version + 1 when none)."""
     if window.after <= 0 and window.from_us is None:
         return 1  # from the start: nothing to look for
-    [(head,)] = await recorder._fetch(HEAD, [stream_id])
+    head = await queries.stream_version(recorder, stream_id)
 
     async def inside(version: int) -> bool:
         position, at, _ = await _at(recorder, stream_id, version)

@@ -297,3 +297,10 @@ async def due_text_count(recorder: Recorder, before_us: int) -> int:
     """How many content rows recorded before `before_us` still hold their text."""
     [(count,)] = await recorder._fetch(DUE_TEXT, (before_us,))
     return count
+
+
+async def stream_version(recorder: Recorder, stream_id: str) -> int:
+    """The version of a stream's newest event (0: it has none)."""
+    [(version,)] = await recorder._fetch("SELECT COALESCE(MAX(version), 0) FROM events WHERE stream_id = ?",
+                                         (stream_id,))
+    return version

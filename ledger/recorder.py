@@ -18,6 +18,7 @@ import msgspec
 from ledger.events import (
     LEGACY_LEASE_US, CreditsAdded, CreditsHeld, Event, HoldReleased, RequestCompleted, encode_event, event_type,
 )
+from ledger.turns import Turn
 
 # The amounts and counts of a RequestCompleted that can never be below zero.
 REQUEST_AMOUNTS = ("cost_usd_nano", "cost_inr_nano", "charged_inr_nano", "prompt_tokens", "completion_tokens")
@@ -298,18 +299,6 @@ async def isolating_rejections(units: Sequence[Append],
 def accepted(units: Sequence[Append], outcomes: Sequence[Outcome]) -> Iterable[tuple[Append, list[Recorded]]]:
     """The units a plan accepted, with their recorded events."""
     return ((u, o) for u, o in zip(units, outcomes, strict=True) if not isinstance(o, Exception))
-
-
-class Turn(abc.ABC):
-    """A process's exclusive turn at a job across every process sharing the ledger (Recorder.take_turn)."""
-
-    @abc.abstractmethod
-    async def held(self) -> bool:
-        """Whether the turn is still this process's; once False it stays so (take another)."""
-
-    @abc.abstractmethod
-    async def release(self) -> None:
-        """End the turn, so another process may take it."""
 
 
 class Recorder(abc.ABC):

@@ -153,7 +153,6 @@ BUDGETS = ("SELECT key_id, budget_inr_nano, budget_period FROM key_budgets"
 BUDGETED_DAYS = (
     "SELECT s.key_id, s.day, s.charged_inr_nano FROM key_spend_daily s JOIN key_budgets b"
     " ON b.key_id = s.key_id AND b.org_id = s.org_id WHERE s.org_id = ? AND b.budget_inr_nano IS NOT NULL")
-HEAD = "SELECT COALESCE(MAX(version), 0) FROM events WHERE stream_id = ?"
 EVENTS = ("SELECT version, recorded_at_us, data FROM events WHERE stream_id = ? AND version > ? AND version <= ?"
           " ORDER BY version LIMIT ?")
 # The org's live keys that expire between two instants.
@@ -185,11 +184,6 @@ async def money(recorder: Recorder, org_id: str) -> Money:
     budgets = {key: (amount, period) for key, amount, period in await recorder._fetch(BUDGETS, (org_id,))}
     charged = {(key, day): amount for key, day, amount in await recorder._fetch(BUDGETED_DAYS, (org_id,))}
     return Money(balance[0][0] if balance else 0, budgets, charged)
-
-
-async def head(recorder: Recorder, stream_id: str) -> int:
-    [(version,)] = await recorder._fetch(HEAD, (stream_id,))
-    return version
 
 
 async def events(recorder: Recorder, stream_id: str, after: int, upto: int, limit: int) -> list[Happened]:

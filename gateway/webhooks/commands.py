@@ -2,14 +2,12 @@
 /v1/webhooks (the same functions, gateway.webhooks.subscriptions), printing the same JSON."""
 
 import argparse
-import asyncio
 from collections.abc import Awaitable, Callable
 
 from gateway.accounts.admin import AdminError
 from gateway.config import Config
 from gateway.edge.errors import ApiError
-from gateway.webhooks import sealing, subscriptions
-from gateway.webhooks.destinations import Policy
+from gateway.webhooks import subscriptions
 from ledger import queries
 from ledger.recorder import Append, Recorded, Recorder
 
@@ -85,5 +83,4 @@ def _manager(config: Config, recorder: Recorder, org_id: str) -> subscriptions.M
             raise AdminError(f"the ledger refused the change: {outcome}")
         return outcome
 
-    hooks = subscriptions.Webhooks(Policy.from_config(config.webhooks), sealing.sealer_for(config), asyncio.Event())
-    return subscriptions.Manager(hooks, append, recorder, org_id, admin=True)
+    return subscriptions.Manager(subscriptions.Webhooks.configured(config), append, recorder, org_id, admin=True)

@@ -1,6 +1,6 @@
 """Delivering alerts, at least once and in order, from the ledger.
 
-One process at a time delivers (its turn at the job, ledger.recorder.Turn: when it dies, the
+One process at a time delivers (its turn at the job, ledger.turns.Turn: when it dies, the
 database ends its turn and another gateway process takes over). Each endpoint has a durable
 cursor, a version of its org's stream: each look reads the events after it, derives their alerts
 (gateway.webhooks.alerts) and sends them one by one, each attempt recorded in the ledger. A
@@ -152,7 +152,7 @@ class Deliverer:
         """The org's money at version `after`, and the first WINDOW events after it: the money
         now, taken back over every event after `after` (read a page at a time), in one snapshot."""
         async with self._recorder.snapshot():
-            head = await webhooks.head(self._recorder, org)
+            head = await queries.stream_version(self._recorder, org)
             standing = Standing(await webhooks.money(self._recorder, org))
             window = await webhooks.events(self._recorder, org, after, head, WINDOW)
             for happened in window:

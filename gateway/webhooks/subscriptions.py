@@ -16,7 +16,8 @@ from gateway.accounts import keys
 from gateway.accounts.sealing import Sealer
 from gateway.edge.errors import ApiError
 from gateway.jsonio import number
-from gateway.webhooks import destinations, signing
+from gateway.config import Config, ConfigError
+from gateway.webhooks import destinations, sealing, signing
 from gateway.webhooks.alerts import message_id
 from ledger import webhooks
 from ledger.events import Event, WebhookRemoved, WebhookSet, WebhookTestRequested
@@ -70,6 +71,15 @@ class Webhooks(msgspec.Struct, frozen=True):
     policy: destinations.Policy
     sealer: Sealer | None
     bell: asyncio.Event
+
+    @classmethod
+    def configured(cls, config: Config) -> "Webhooks":
+        """From the configuration (the server's and the CLI's alike); ConfigError naming why not."""
+        try:
+            sealer = sealing.sealer_for(config)
+        except OSError as exc:
+            raise ConfigError(f"webhook secrets cannot be sealed: {exc}") from None
+        return cls(destinations.Policy.from_config(config.webhooks), sealer, asyncio.Event())
 
 
 class Manager(NamedTuple):

@@ -22,12 +22,13 @@ import msgspec
 from ledger import batches, periods, projections, schema
 from ledger.events import decode_event
 from ledger.backends import pg_schema, turns
+from ledger.turns import Turn
 from ledger.backends.pg_writes import Run, SetWriter, numbered
 from ledger.partitions import streams_after
 from ledger.recorder import (
     SCHEMA_VERSION, Append, CorruptEvent, Outcome, Recorded, Recorder,
     Clock, Holds, RecorderClosed, accepted, held_by, holding_keys, holds_taken, isolating_rejections, out_of_date,
-    Turn, plan, wall_clock_us,
+    plan, wall_clock_us,
 )
 from ledger.backends.timeouts import (
     CONNECT_TIMEOUT_S,

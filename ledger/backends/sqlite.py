@@ -26,10 +26,11 @@ from ledger.backends.sqlite_writes import SELECT_EVENTS
 from ledger.partitions import streams_after
 from ledger.events import decode_event
 from ledger.recorder import (
-    Append, Clock, CorruptEvent, Outcome, Recorded, Recorder, RecorderClosed, Turn, isolating_rejections,
+    Append, Clock, CorruptEvent, Outcome, Recorded, Recorder, RecorderClosed, isolating_rejections,
     wall_clock_us,
 )
 from ledger.backends.timeouts import MIGRATE_TIMEOUT_S, STATEMENT_TIMEOUT_S, reporting_outages, unavailable_on
+from ledger.turns import Turn
 from ledger.backends import turns, write_lock
 
 REMOVE_TEXT = ("UPDATE content SET body = NULL, removed_at_us = ? WHERE content_id IN"

@@ -1,6 +1,6 @@
-"""A job one process at a time does for every process sharing a ledger (ledger.recorder.Turn):
-delivering webhooks, say. The database (or the kernel, for a SQLite file) ends the turn of a
-process that dies, even by SIGKILL, so another takes the job over at once, with no lease to wait out.
+"""Each backend's turns (ledger.turns.Turn): the database (or the kernel, for a SQLite file) ends
+the turn of a process that dies, even by SIGKILL, so another takes the job over at once, with no
+lease to wait out.
 """
 
 import fcntl
@@ -8,7 +8,7 @@ import os
 
 import asyncpg
 
-from ledger.recorder import Turn
+from ledger.turns import Turn
 
 CHECK_TIMEOUT_S = 5.0
 
