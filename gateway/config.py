@@ -103,6 +103,9 @@ class BillingConfig(Section, frozen=True):
     escrow_horizon_s: Annotated[float, msgspec.Meta(gt=0)] = 5.0
     escrow_share_percent: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
     escrow_idle_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    # The longest a request's record may wait in the ledger's queue: one still queued then is
+    # withdrawn unwritten and the request answered as failed, nothing charged (gateway.billing.charging).
+    record_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0
 
     def __post_init__(self) -> None:
         if not self.usd_to_inr.is_finite() or self.usd_to_inr <= 0:

@@ -4,7 +4,9 @@ A stream that completes is billed on the usage the provider reports, then finish
 that leaves is billed (status 499) for what it was sent, and the upstream request is cancelled.
 A provider that fails mid-way (an error, a malformed chunk, a stream ended without its end
 marker) is recorded, not charged, and the client told in the stream. A charge the ledger
-cannot record ends the stream with an error event too, never with a silent cut.
+cannot record (gateway.billing.charging.commit: withdrawn, refused, or the database away before
+COMMIT) ends the stream with an error event saying nothing was charged, never with a silent cut;
+one whose COMMIT went unanswered stands, and the stream ends as charged.
 
 The billed streams ("relays") are BilledRelay's subclasses, one per API family's `streams`
 module: chat's ChatRelay (and completions' CompletionRelay), MessagesRelay, ResponsesRelay.
@@ -21,6 +23,7 @@ from aiohttp import web
 
 from gateway.billing.charging import bill, despite_cancellation, keeps_text, record_failure
 from gateway.billing.pricing import Cost
+from gateway.billing.reservations import release_all
 from gateway.providers.usage import Usage
 from gateway.catalogue import Resolved
 from gateway.edge.errors import ApiError, UpstreamError, ledger_unavailable
@@ -50,7 +53,7 @@ def unrecorded_error(exc: Exception) -> ApiError:
     if isinstance(exc, AppendRejected):
         return ApiError(500, "the gateway could not record this request; nothing was charged",
                         type="server_error")
-    return ledger_unavailable()
+    return ledger_unavailable("this answer's charge was not recorded")
 
 
 class RelayedRequest(Protocol):
@@ -102,7 +105,8 @@ class BilledRelay(abc.ABC, Generic[U]):
             await self.upstream.aclose()
         try:
             usage, cost = await self._bill(200, estimated=self.usage is None)
-        except UNRECORDED as exc:
+        except UNRECORDED as exc:  # nothing was written, nor will be (gateway.billing.charging.commit)
+            release_all(self.services, self.caller, self.route, exc)
             await self._end_with(response, unrecorded_error(exc))
             return response
         await self._finish(response, usage, cost)

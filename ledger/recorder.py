@@ -85,6 +85,12 @@ class LedgerUnavailable(LedgerError):
     driver's connection and timeout errors into this one; what was being written was not."""
 
 
+class CommitInDoubt(LedgerUnavailable):
+    """The database went away after COMMIT was sent and before it answered: the units may have been
+    recorded (once) or not. A later append of the same request id (refused if it is there) or a
+    read tells which; every other failure of an append means nothing of it was recorded."""
+
+
 class RecorderClosed(LedgerUnavailable):
     """The recorder is not open: not yet, or no longer (a request still running at shutdown).
     To a client it is like a database that is away: unavailable, retry."""

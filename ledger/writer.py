@@ -3,6 +3,11 @@
 Each caller awaits its own unit's outcome. One commit is in flight at a time; while it runs,
 the next batch gathers. At low load a batch is one unit and nothing waits on a timer; at high
 load thousands of units share one fsync.
+
+A caller may bound its wait (`within`): a unit still queued then is withdrawn, never to be
+written, so the caller can say for certain that nothing was recorded. A unit already in a commit
+is waited for: its outcome is the database's to give. After a commit fails for an outage the
+writer says it is unavailable until a commit succeeds or a probe finds the database back.
 """
 
 import asyncio
@@ -10,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+from ledger import queries
 from ledger.recorder import Append, LedgerUnavailable, Recorded, Recorder
 
 log = logging.getLogger("ledger.writer")
@@ -19,10 +25,18 @@ class WriterClosed(LedgerUnavailable):
     """The writer is shutting down and takes no new appends (to a client: unavailable, retry)."""
 
 
+class Withdrawn(LedgerUnavailable):
+    """The unit waited longer than its caller allowed and was taken out of the queue unwritten."""
+
+
+# A commit waited on this long means the ledger is stuck, whatever else looks fine (health says so too).
+STUCK_S = 10.0
+
+
 class GroupCommitWriter:
     def __init__(self, recorder: Recorder, *, max_batch: int = 2000,
                  on_commit: Callable[[Sequence[Recorded]], None] | None = None,
-                 on_batch: Callable[[int, float], None] | None = None) -> None:
+                 on_batch: Callable[[int, float], None] | None = None, probe_s: float = 0.5) -> None:
         self._recorder = recorder
         self._max_batch = max_batch
         self._on_commit = on_commit
@@ -33,20 +47,50 @@ class GroupCommitWriter:
         self._task: asyncio.Task | None = None
         self._closing = False
         self._failing = False  # the last commit failed: the database is probably away
+        self._probe_s = probe_s  # while failing and idle, how often the database is asked if it is back
         self.batches = 0
         self.largest_batch = 0
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="ledger-group-commit")
 
-    async def append(self, unit: Append) -> list[Recorded]:
-        """Record `unit` durably; returns its events, or raises why it was rejected."""
+    async def append(self, unit: Append, within: float | None = None) -> list[Recorded]:
+        """Record `unit` durably; returns its events, or raises why it was rejected. With `within`
+        (seconds), a unit not yet in a commit by then is withdrawn unwritten (Withdrawn)."""
         if self._closing:
             raise WriterClosed("the ledger writer is shutting down")
         future = asyncio.get_running_loop().create_future()
-        self._pending.append((unit, future, time.monotonic()))
+        entry = (unit, future, time.monotonic())
+        self._pending.append(entry)
         self._wake.set()
-        return await future
+        if within is None:
+            return await future
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), within)
+        except TimeoutError:
+            if not self._withdraw(entry):
+                return await future  # in a commit already: the database decides
+            raise Withdrawn(f"the ledger did not take this record within {within:g} s; it was withdrawn"
+                            " unwritten") from None
+
+    def _withdraw(self, entry: tuple[Append, asyncio.Future, float]) -> bool:
+        """Take `entry` out of the queue if it is still there (not in a commit)."""
+        for index, waiting in enumerate(self._pending):
+            if waiting is entry:
+                del self._pending[index]
+                return True
+        return False
+
+    @property
+    def available(self) -> bool:
+        """False while the ledger is known to be away: the last commit failed for an outage (and no
+        probe found the database back since), or a commit has waited past STUCK_S."""
+        return not self._failing and self._oldest_age() < STUCK_S
+
+    def _oldest_age(self) -> float:
+        """backlog()'s age without its count: both lists are in the order appends arrived."""
+        oldest = self._in_flight or self._pending
+        return time.monotonic() - oldest[0][2] if oldest else 0.0
 
     def backlog(self) -> tuple[int, float]:
         """Appends not yet committed, and the age in seconds of the oldest of them."""
@@ -63,7 +107,7 @@ class GroupCommitWriter:
 
     async def _run(self) -> None:
         while not (self._closing and not self._pending):
-            await self._wake.wait()
+            await self._woken()
             self._wake.clear()
             while self._pending:
                 self._in_flight = self._pending[:self._max_batch]
@@ -99,8 +143,30 @@ class GroupCommitWriter:
         # Callers resume only at the loop's next turn, so on_commit still runs before them.
         self._notify([r for o in outcomes if not isinstance(o, Exception) for r in o])
 
+    async def _woken(self) -> None:
+        """Wait for work; while failing, ask the database every probe_s whether it is back, so a
+        gateway that refuses paid requests meanwhile (nothing to commit) learns when to stop."""
+        while self._failing:
+            try:
+                await asyncio.wait_for(self._wake.wait(), self._probe_s)
+                return
+            except TimeoutError:
+                await self._probe()
+        await self._wake.wait()
+
+    async def _probe(self) -> None:
+        try:
+            await queries.ping(self._recorder)
+        except LedgerUnavailable:
+            return
+        log.warning("the ledger database answers again")
+        self._failing = False
+
     def _failed(self, exc: Exception) -> None:
         """Log the first failure of a run of them (an outage fails every batch until it ends)."""
+        if not isinstance(exc, LedgerUnavailable):
+            log.warning("a ledger commit failed, each caller is told: %s: %s", type(exc).__name__, exc)
+            return  # a refused statement or a bug: the database itself is there
         if not self._failing:
             log.warning("ledger commits fail, each caller is told: %s: %s", type(exc).__name__, exc)
         self._failing = True

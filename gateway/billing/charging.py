@@ -18,7 +18,9 @@ from gateway.services import Caller, Services
 from ledger import charges
 from ledger.events import Event, RequestCompleted
 from ledger.money import from_nano
-from ledger.recorder import Append, Content, HoldNotHeld, LedgerUnavailable
+from gateway.billing.releases import without_holds
+from ledger.recorder import Append, CommitInDoubt, Content, HoldNotHeld, LedgerUnavailable
+from ledger.writer import Withdrawn
 
 log = structlog.get_logger("gateway.billing.charging")
 
@@ -130,25 +132,44 @@ def retained(services: Services, caller: Caller, suffix: str, text: object) -> C
 async def commit(services: Services, caller: Caller, events: list[Event],
                  contents: Sequence[Content | None] = ()) -> None:
     """Append one request's events and text as one unit, with the end of what it holds (its charge
-    drawn from its escrow slices, its own holds released); durable on return. A hold that lapsed
-    meanwhile (this process away longer than a lease) was expired: the request is charged all the
-    same, without it, and the anomaly noted."""
+    drawn from its escrow slices, its own holds released); durable on return. What the client is
+    then told and what the ledger holds agree:
+    - not taken within `record_timeout_s` (withdrawn unwritten), or refused: LedgerError, and
+      nothing is recorded, then or later;
+    - a COMMIT the database never answered (CommitInDoubt): the record stands; the same unit is
+      appended again in the background until the ledger takes it or shows it has it (at most
+      once: a request id is recorded once), and this returns as if it were durable.
+    A hold that lapsed meanwhile (this process away longer than a lease) was expired: the request
+    is charged all the same, without it, and the anomaly noted."""
     kept = [c for c in contents if c is not None]
     settled = [settle(services, caller, e) if isinstance(e, RequestCompleted) else e for e in events]
     unit = Append(caller.org_id, [*(hold.released() for hold in caller.holds), *settled], contents=kept)
     try:
-        await appended(services, unit, lambda: ended(services, caller, settled))
+        await _recorded(services, caller, unit, settled)
     except HoldNotHeld:
         services.escrow.lose(caller.reserved)
-        settled = [_lapsed(e) if isinstance(e, RequestCompleted) else e for e in settled]
-        await appended(services, Append(caller.org_id, settled, contents=kept), lambda: ended(services, caller, []))
-    except LedgerUnavailable:
-        if any(isinstance(e, RequestCompleted) and e.draws for e in settled):
-            services.escrow.lose(caller.reserved)  # drawn or not, we cannot know: the slice lapses
-        raise
+        lapsed = without_holds(Append(caller.org_id, settled, contents=kept))
+        await _recorded(services, caller, lapsed, [])
     for event in settled:
         if isinstance(event, RequestCompleted):
             await observers.tell(services.charge_observers, caller.facts, event)
+
+
+async def _recorded(services: Services, caller: Caller, unit: Append, settled: Sequence[Event]) -> None:
+    """Append `unit` within the record timeout; a commit in doubt is kept (see `commit`)."""
+    try:
+        await appended(services, unit, lambda: ended(services, caller, settled),
+                       within=services.config.billing.record_timeout_s)
+    except CommitInDoubt as exc:
+        if any(isinstance(e, RequestCompleted) and e.draws for e in settled):
+            services.escrow.lose(caller.reserved)  # drawn or not, we cannot know: the slice lapses
+        ended(services, caller, [])  # what it held is released by the unit, whenever it lands
+        log.warning("record_in_doubt", request_id=caller.request_id, error=str(exc)[:300])
+        services.metrics.observe_record("in_doubt")
+        services.releases.keep(unit, caller.request_id)
+    except LedgerUnavailable as exc:  # nothing was written, and nothing of it can be later
+        services.metrics.observe_record("withdrawn" if isinstance(exc, Withdrawn) else "failed")
+        raise
 
 
 def settle(services: Services, caller: Caller, event: RequestCompleted) -> RequestCompleted:
@@ -166,11 +187,6 @@ def settle(services: Services, caller: Caller, event: RequestCompleted) -> Reque
     return msgspec.structs.replace(event, draws=draws, anomaly=anomaly)
 
 
-def _lapsed(event: RequestCompleted) -> RequestCompleted:
-    why = "its hold lapsed before it was recorded (its process was away longer than a lease)"
-    return msgspec.structs.replace(event, draws=(), anomaly=f"{event.anomaly}; {why}" if event.anomaly else why)
-
-
 def ended(services: Services, caller: Caller, recorded: Sequence[Event]) -> None:
     """The request's holds ended with its record: its slices hold what it drew less, its own holds
     no longer need renewing."""
@@ -182,12 +198,13 @@ def ended(services: Services, caller: Caller, recorded: Sequence[Event]) -> None
     caller.holds.clear()
 
 
-async def appended(services: Services, unit: Append, then: Callable[[], None]) -> None:
-    """Append `unit`, then `then()`, both even when the request is cancelled meanwhile. The writer
-    commits every unit it took, whatever became of its caller, so what a request notes of its
-    holds (`then`) must follow the ledger: else a hold would be released twice, or never."""
+async def appended(services: Services, unit: Append, then: Callable[[], None], within: float | None = None) -> None:
+    """Append `unit` (withdrawn if not taken `within` seconds), then `then()`, both even when the
+    request is cancelled meanwhile. The writer commits every unit it took, whatever became of its
+    caller, so what a request notes of its holds (`then`) must follow the ledger: else a hold
+    would be released twice, or never."""
     async def append_then() -> None:
-        append = services.writer.append(unit)
+        append = services.writer.append(unit, within)
         await (append if services.tracing is None else services.tracing.committed(append))
         then()
 

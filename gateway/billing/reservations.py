@@ -26,7 +26,7 @@ from gateway.services import Caller, Services
 from ledger import periods
 from ledger.events import CreditsHeld, Event
 from ledger.money import format_amount, from_nano
-from ledger.recorder import Append, BudgetExceeded, InsufficientCredit, LedgerError
+from ledger.recorder import Append, BudgetExceeded, InsufficientCredit, LedgerError, LedgerUnavailable
 
 
 def holds(services: Services, caller: Caller) -> bool:
@@ -48,6 +48,8 @@ async def cover(services: Services, caller: Caller, route: str, model: Resolved,
 async def top_up(services: Services, caller: Caller, amount_inr_nano: int, also: Sequence[Event] = ()) -> None:
     """`cover`, the refusal (402) raised and not recorded: for a request that goes on (a realtime
     session refusing one response) and is recorded when it ends."""
+    if not services.writer.available:  # refused up front, even when a slice could admit it
+        raise LedgerUnavailable("the ledger is away: its last commit failed, or one is stuck")
     short = amount_inr_nano - held(caller)
     if not holds(services, caller):
         require_credit(services, caller)

@@ -131,11 +131,11 @@ def unauthorized(message: str) -> ApiError:
     return ApiError(401, message, type="authentication_error", code="invalid_api_key")
 
 
-def ledger_unavailable() -> ApiError:
-    """What a client hears while the ledger's database is down. Not "nothing was charged": a
-    connection lost during COMMIT leaves unknown whether the charge was written (once, if so)."""
-    return ApiError(503, "the billing ledger is unavailable right now, so this request could not be"
-                         " completed; retry shortly",
+def ledger_unavailable(what: str = "this request could not be completed") -> ApiError:
+    """What a client hears while the ledger's database is down. Nothing was charged, then or later:
+    a record whose COMMIT went unanswered is not answered so (gateway.billing.charging.commit)."""
+    return ApiError(503, f"the billing ledger is unavailable right now, so {what} and nothing was charged;"
+                         " retry shortly",
                     type="service_unavailable", headers={"Retry-After": "1"})
 
 

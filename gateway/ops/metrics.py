@@ -62,6 +62,11 @@ class Metrics:
         self.anomalies = Counter("gateway_charge_anomalies", "Requests whose true cost exceeded what they"
                                  " held (a provider reporting more than it was allowed, or a lapsed hold)",
                                  ("model", "provider"), registry=r)
+        self.records = Counter("gateway_ledger_records", "Request records the ledger did not take at once, by"
+                               " outcome: withdrawn (queued past record_timeout_s, nothing charged), failed"
+                               " (refused or the database away before COMMIT, nothing charged), in_doubt (COMMIT"
+                               " unanswered: the charge stands and is appended again until it lands)",
+                               ("outcome",), registry=r)
         self.backlog = Gauge("gateway_ledger_backlog", "Appends waiting to commit", registry=r,
                              multiprocess_mode="livesum")
 
@@ -95,6 +100,9 @@ class Metrics:
 
     def observe_expired(self, count: int) -> None:
         self.expired.inc(count)
+
+    def observe_record(self, outcome: str) -> None:
+        self.records.labels(outcome).inc()
 
     def observe_anomaly(self, model: str, provider: str) -> None:
         self.anomalies.labels(model, provider).inc()

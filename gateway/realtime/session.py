@@ -31,7 +31,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from gateway.billing import ceilings, reservations
 from gateway.billing.charging import bill
 from gateway.catalogue import Resolved
-from gateway.edge.errors import ApiError, UpstreamError, bad_request
+from gateway.edge.errors import ApiError, UpstreamError, bad_request, ledger_unavailable
 from gateway.jsonio import encode
 from gateway.ops.facts import CLIENT, PROVIDER
 from gateway.edge.middleware import KEY_SUBPROTOCOL
@@ -43,6 +43,7 @@ from gateway.routing.router import Plan
 from gateway.services import Caller, Services
 from gateway.edge.state import SESSIONS
 from gateway.providers.usage import Usage
+from ledger.recorder import LedgerUnavailable
 
 ROUTE = "/v1/realtime"
 PROTOCOL = "realtime"  # the subprotocol the handshake selects (never the key's)
@@ -261,7 +262,8 @@ class RealtimeSession:
             async with self._holding:  # the count and the hold change together
                 await self._cover(max(self.pending + asked, 1))
                 self.pending += asked
-        except ApiError as refusal:
+        except (ApiError, LedgerUnavailable) as exc:
+            refusal = exc if isinstance(exc, ApiError) else ledger_unavailable("this response was not started")
             if asked:
                 await self.client.send_str(encode({"type": "error", **refusal.body()}).decode())
             return False

@@ -27,8 +27,8 @@ from ledger.backends.pg_writes import Run, SetWriter, numbered
 from ledger.partitions import streams_after
 from ledger.recorder import (
     SCHEMA_VERSION, Append, CorruptEvent, Outcome, Recorded, Recorder,
-    Clock, Holds, RecorderClosed, accepted, held_by, holding_keys, holds_taken, isolating_rejections, out_of_date,
-    plan, wall_clock_us,
+    Clock, CommitInDoubt, Holds, RecorderClosed, accepted, held_by, holding_keys, holds_taken, isolating_rejections,
+    out_of_date, plan, wall_clock_us,
 )
 from ledger.backends.timeouts import (
     CONNECT_TIMEOUT_S,
@@ -306,7 +306,9 @@ async def _keep_session(db: asyncpg.Connection) -> None:
 @contextlib.asynccontextmanager
 async def _append_transaction(db: asyncpg.Connection) -> AsyncIterator[None]:
     """A transaction holding the append lock: BEGIN and the lock in one round trip, then COMMIT
-    (a failed statement: ROLLBACK; cancelled mid-statement: the connection is dropped)."""
+    (a failed statement: ROLLBACK; cancelled mid-statement: the connection is dropped). Until
+    COMMIT is sent nothing can be recorded, whatever becomes of the connection; a COMMIT that
+    gets no answer may have been (CommitInDoubt)."""
     await db.execute(BEGIN_APPEND)
     try:
         yield
@@ -317,7 +319,16 @@ async def _append_transaction(db: asyncpg.Connection) -> AsyncIterator[None]:
         if not is_outage(exc):  # an outage's connection is dropped by _connection
             await db.execute("ROLLBACK")
         raise
-    await db.execute("COMMIT")
+    try:
+        await db.execute("COMMIT")
+    except asyncio.CancelledError:
+        db.terminate()
+        raise
+    except Exception as exc:
+        if not is_outage(exc):
+            raise  # the database answered: it refused the commit, so nothing was recorded
+        db.terminate()
+        raise CommitInDoubt(f"the ledger database did not answer COMMIT: {type(exc).__name__}: {exc}"[:500]) from exc
 
 
 async def _read_under_lock(db: asyncpg.Connection, units: Sequence[Append], now_us: int
