@@ -8,7 +8,7 @@ CLIENTS_STAMP := $(CLIENTS_VENV)/.installed
 NODE_CLIENTS := tests/clients/node
 NODE_STAMP := $(NODE_CLIENTS)/node_modules/.installed
 
-.PHONY: install clients browser wrk run lint test fuzz bench clean
+.PHONY: install clients browser wrk run lint test stress-test fuzz bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,13 @@ lint: install  ## ruff over the code and the tests, mypy over the packages (sett
 
 test: install clients browser wrk lint  ## the linters, then every test, against real sockets, SQLite files, services and a real browser
 	$(PY) -m pytest
+
+# A busy CI runner: two CPU-bound processes run beside the suite for its whole duration and are
+# stopped after it, whatever its outcome (the exit status is the suite's). PYTEST_ARGS picks tests.
+stress-test: install clients browser wrk  ## every test, as `make test` runs them, with two CPU burners beside them
+	@for n in 1 2; do $(PY) -c 'while True: pass' & burners="$$burners $$!"; done; \
+	trap 'kill $$burners' EXIT; \
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 fuzz: install  ## a longer soak of the fuzz suite (make test runs a short one); FUZZ_EXAMPLES cases per route and mode
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-400} $(PY) -m pytest tests/robustness/test_fuzz.py tests/robustness/test_fuzz_edges.py -q
