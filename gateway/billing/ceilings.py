@@ -1,6 +1,7 @@
 """The most a request can cost, before it is made: what `reservations.cover` holds.
 
-Token-priced models: the prompt (estimated from above, see `prompt_bound`) at the dearer of the
+Token-priced models: the prompt (estimated from above, see `prompt_bound`; media parts at the
+most their provider bills for them, `gateway.billing.media`) at the dearer of the
 prompt and cache-write prices, plus, at the completion price, the output the request lets the
 model write AS IT IS SENT UPSTREAM to the provider that answers (an `Allowance`, which each
 adapter reads off the body it sends: the limit it forwards, else the model's output limit, in
@@ -12,6 +13,7 @@ models: the price.
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 
+from gateway.billing import media
 from gateway.billing.pricing import NO_USAGE, model_cost
 from gateway.catalogue import Resolved
 from gateway.jsonio import encode
@@ -40,11 +42,23 @@ def size(payload: object) -> int:
     return len(encode(payload))
 
 
-def prompt_bound(model: Resolved, payload: object, shared: int = 0) -> int:
+def prompt_bound(model: Resolved, payload: object, shared: int = 0, protocol: str | None = None) -> int:
     """At most as many tokens as the payload has bytes (a token covers at least one byte), with
-    `shared` more bytes it is sent along with, and never beyond the model's context."""
-    tokens, context = size(payload) + shared, model.record.context_length
+    `shared` more bytes it is sent along with, and never beyond the model's context. Its media
+    parts count instead at the most a provider speaking `protocol` bills for each
+    (`media.bound`), or, where that has no bound (or the protocol is not given), a context."""
+    context = model.record.context_length
+    tokens = size(payload) + shared
+    for part in media.parts(payload):
+        most = media.bound(protocol, model.upstream_model, part)
+        tokens += (context or size(part) if most is None else most) - size(part)
     return min(tokens, context) if context else tokens
+
+
+def protocol(services: Services, model: Resolved) -> str | None:
+    """The wire protocol of the provider that serves `model`, whose media rules bound its prompt."""
+    provider = services.config.providers.get(model.provider_id)
+    return provider.protocol if provider is not None else None
 
 
 def inputs_bound(model: Resolved, inputs: Iterable[object], shared: int = 0) -> int:
@@ -81,7 +95,8 @@ def sent(services: Services, prompt: object, allowance: Callable[[Resolved], All
          ) -> Callable[[Resolved], int]:
     """A request's ceiling on whichever model it is tried: its `prompt` (`prompt_bound`) and the
     output `allowance(model)` reads off what it sends that model's provider."""
-    return lambda model: worst(services, model, prompt_bound(model, prompt), allowance(model))
+    return lambda model: worst(services, model, prompt_bound(model, prompt, protocol=protocol(services, model)),
+                               allowance(model))
 
 
 def per_minute(services: Services, model: Resolved, seconds: Decimal) -> int:
