@@ -121,8 +121,9 @@ async def post_chat(gateway, org: dict, body: dict):
     return await gateway.client.post("/v1/chat/completions", json=body, headers=auth(org["api_key"]))
 
 
-async def poll(probe, accept=bool, timeout: float = 5.0):
-    """`probe()`'s value once `accept` takes it, or its last value when `timeout` runs out."""
+async def poll(probe, accept=bool, timeout: float = 30.0):
+    """`probe()`'s value once `accept` takes it, or its last value when `timeout` runs out (a
+    generous deadline: a loaded machine is slow, not wrong, and a met condition ends the wait)."""
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         value = await probe()

@@ -35,7 +35,7 @@ def client(gateway, org):
     return openai.AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=org["api_key"], max_retries=0)
 
 
-async def wait_for(probe, accept=bool, timeout: float = 5.0):
+async def wait_for(probe, accept=bool, timeout: float = 30.0):  # generous: a loaded machine is slow
     deadline = asyncio.get_running_loop().time() + timeout
     while not accept(value := await probe()) and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.05)

@@ -20,7 +20,7 @@ class Applied(list):
         self.append(recorded.position)
 
 
-async def eventually(condition, timeout: float = 5.0) -> None:
+async def eventually(condition, timeout: float = 30.0) -> None:  # generous: a loaded machine is slow
     async def poll():
         while not condition():
             await asyncio.sleep(0.005)
