@@ -161,7 +161,7 @@ async def sim_records(client) -> list[dict[str, Any]]:
     return (await (await client.get("/_sim/requests")).json())["data"]
 
 
-async def wait_for_outcome(client, seq: int, outcome: str, timeout: float = 3.0) -> dict[str, Any]:
+async def wait_for_outcome(client, seq: int, outcome: str, timeout: float = 30.0) -> dict[str, Any]:
     """Record `seq` once it has settled with `outcome` (asserted when `timeout` runs out)."""
     deadline = time.monotonic() + timeout
     while True:

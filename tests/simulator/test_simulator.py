@@ -316,16 +316,16 @@ async def test_bad_requests_get_400(make_client, raw):
 
 
 async def test_latency_setting_and_directive(make_client):
-    client = await make_client(latency_ms=150)
+    client = await make_client(latency_ms=1500)
     started = time.monotonic()
     response = await client.post(PATH, json=chat("hi"), headers=AUTH)
     assert response.status == 200
-    assert time.monotonic() - started >= 0.14
+    assert time.monotonic() - started >= 1.49
 
     started = time.monotonic()
     response = await client.post(PATH, json=chat("hi [sim:latency_ms=0]"), headers=AUTH)
     assert response.status == 200
-    assert time.monotonic() - started < 0.1
+    assert time.monotonic() - started < 0.75  # not the setting's 1.5 s (a loaded machine may take a while)
 
     # For a stream the latency is before the headers
     started = time.monotonic()
@@ -370,12 +370,12 @@ async def test_drop_after_aborts_stream_after_k_tokens(make_client, handler_canc
 async def test_client_leaving_during_latency_is_recorded_as_disconnected(
     make_client, handler_cancellation
 ):
-    client = await make_client(handler_cancellation=handler_cancellation, latency_ms=5000)
+    client = await make_client(handler_cancellation=handler_cancellation, latency_ms=60_000)
     with pytest.raises(asyncio.TimeoutError):
         await client.post(
             PATH, json=chat("hi"), headers=AUTH, timeout=aiohttp.ClientTimeout(total=0.2)
         )
-    await wait_for_outcome(client, 1, "disconnected", timeout=1)
+    await wait_for_outcome(client, 1, "disconnected", timeout=30)  # during the latency, not after it
 
 
 async def test_drop_after_zero_sends_only_the_role_chunk(make_client):
@@ -412,13 +412,13 @@ async def test_client_leaving_a_paced_stream_is_recorded_as_disconnected(
     make_client, handler_cancellation
 ):
     client = await make_client(handler_cancellation=handler_cancellation, tokens_per_second=20)
-    response = await client.post(PATH, json=chat("[sim:tokens=100]", stream=True), headers=AUTH)
+    response = await client.post(PATH, json=chat("[sim:tokens=1000]", stream=True), headers=AUTH)
     await next_event(response)
     await next_event(response)
     response.close()
     started = time.monotonic()
     await wait_for_outcome(client, 1, "disconnected")
-    assert time.monotonic() - started < 1  # noticed promptly, not after the 5 s stream
+    assert time.monotonic() - started < 25  # noticed promptly, not after the 50 s stream
 
 
 # --- recording ------------------------------------------------------------------------------
