@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from ledger.events import LEGACY_LEASE_US
 from ledger.periods import US_PER_DAY
+from ledger.projections import slice_held
 
 # Schema version 5 added api_keys.last_used_at_us and usage_daily; a store upgraded from an older version
 # fills them from the request log, exactly as a replay of its events would.
@@ -68,6 +69,22 @@ BACKFILL_V9 = (
 # Schema version 10 added the webhook tables (ledger.webhooks). No older store holds a webhook
 # event, so they start empty, as a replay would leave them: nothing to fill.
 
+# Schema version 11 added balance_daily.escrow_inr_nano: the net change of what escrow slices hold
+# (their holds and releases, and the draws from them). A store upgraded from an older one rebuilds
+# the rollup from the events with it, as a replay would. {sliced} is the backend's expression for
+# the sum of a request_completed event's draws from slices (NULL without any).
+_BALANCE_ESCROW = ("CASE WHEN type = 'request_completed' THEN -COALESCE({sliced}, 0)"
+                   " WHEN " + slice_held("{hold_id}") + " THEN CASE type WHEN 'credits_held' THEN 1 ELSE -1 END"
+                   " * CAST({amount} AS BIGINT) ELSE 0 END")
+BACKFILL_V11 = (
+    "DELETE FROM balance_daily",
+    (f"INSERT INTO balance_daily (org_id, day, credits_inr_nano, held_inr_nano, escrow_inr_nano)"
+     f" SELECT stream_id, recorded_at_us / {US_PER_DAY}, SUM({_BALANCE_CREDITS}), SUM({_BALANCE_HELD}),"
+     f" SUM({_BALANCE_ESCROW}) FROM events WHERE type IN ('credits_added', 'credits_held', 'hold_released')"
+     f" OR (type = 'request_completed' AND COALESCE({{drawn}}, 0) <> 0)"
+     f" GROUP BY stream_id, recorded_at_us / {US_PER_DAY}"),
+)
+
 
 def backfill_v8(field: Callable[[str], str]) -> tuple[str, ...]:
     """BACKFILL_V8 with `field(name)` the backend's expression for a field of `events.data`."""
@@ -81,9 +98,18 @@ def backfill_v9(field: Callable[[str], str], drawn: str) -> tuple[str, ...]:
     return tuple(statement.format(amount=field("amount_inr_nano"), drawn=drawn) for statement in BACKFILL_V9)
 
 
-def due(found: int, field: Callable[[str], str], drawn: str) -> tuple[str, ...]:
+def backfill_v11(field: Callable[[str], str], drawn: str, sliced: str) -> tuple[str, ...]:
+    """BACKFILL_V11 with `field` and `drawn` as in backfill_v9, `sliced` the sum of an event's draws
+    from slices."""
+    return tuple(statement.format(amount=field("amount_inr_nano"), hold_id=field("hold_id"), drawn=drawn,
+                                  sliced=sliced) for statement in BACKFILL_V11)
+
+
+def due(found: int, field: Callable[[str], str], drawn: str, sliced: str) -> tuple[str, ...]:
     """The backfills a store at schema version `found` needs, in order (a new store is at 0); `field`
-    and `drawn` as in backfill_v9. Only those of later versions: a backfill may be true only of
-    the events its version knew (BACKFILL_V8 predates draws, which a store at 8 has made)."""
-    by_version = ((5, BACKFILL_V5), (7, BACKFILL_V7), (8, backfill_v8(field)), (9, backfill_v9(field, drawn)))
+    and `drawn` as in backfill_v9, `sliced` as in backfill_v11. Only those of later versions: a
+    backfill may be true only of the events its version knew (BACKFILL_V8 predates draws, which a
+    store at 8 has made)."""
+    by_version = ((5, BACKFILL_V5), (7, BACKFILL_V7), (8, backfill_v8(field)), (9, backfill_v9(field, drawn)),
+                  (11, backfill_v11(field, drawn, sliced)))
     return tuple(statement for version, statements in by_version if version > found for statement in statements)

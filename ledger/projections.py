@@ -12,7 +12,7 @@ from ledger.events import (
     IdempotencyKeyReleased, KeyLimitsSet, KeySpendLimitsSet, MediaExpired, MusicTrackRecorded, OrgCreated,
     ProviderKeyRemoved,
     ProviderKeySet, RequestCompleted, RetentionChanged, WebhookAttempted, WebhookDisabled, WebhookPassed,
-    WebhookRemoved, WebhookSet,
+    WebhookRemoved, WebhookSet, SLICE_PREFIX, is_slice,
 )
 from ledger import webhooks
 from ledger.periods import US_PER_DAY
@@ -53,6 +53,12 @@ TABLES: dict[str, str] = {
 
 # What an org may still reserve: the credit not yet spent nor held.
 AVAILABLE = "credits_inr_nano - spent_inr_nano - held_inr_nano"
+
+
+def slice_held(hold_id: str) -> str:
+    """SQL true of a hold whose id (the SQL expression `hold_id`) names an escrow slice: events.is_slice."""
+    return f"substr({hold_id}, 1, {len(SLICE_PREFIX)}) = '{SLICE_PREFIX}'"
+
 
 # What a key with a budget may still reserve in the period holding a moment: the budget less what
 # it was charged since the period's first day (ledger.periods.first_day: {day} for a daily
@@ -154,17 +160,19 @@ ADD_DAILY_USAGE = (
     " cost_usd_nano = usage_daily.cost_usd_nano + excluded.cost_usd_nano,"
     " charged_inr_nano = usage_daily.charged_inr_nano + excluded.charged_inr_nano")
 # What a monthly statement reads (gateway.dashboard.statements), per org and UTC day: the charges
-# by key, model and rate; the credits added and the net change of what holds hold.
+# by key, model and rate; the credits added and the net change of what holds hold (all of them,
+# escrow slices' included) and, apart, of what slices hold (ledger.events.is_slice).
 ADD_CHARGES = (
     "INSERT INTO charges_daily (org_id, day, key_id, model, usd_to_inr, requests, charged_inr_nano)"
     " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (org_id, day, key_id, model, usd_to_inr) DO UPDATE SET"
     " requests = charges_daily.requests + excluded.requests,"
     " charged_inr_nano = charges_daily.charged_inr_nano + excluded.charged_inr_nano")
 ADD_BALANCE = (
-    "INSERT INTO balance_daily (org_id, day, credits_inr_nano, held_inr_nano) VALUES (?, ?, ?, ?)"
+    "INSERT INTO balance_daily (org_id, day, credits_inr_nano, held_inr_nano, escrow_inr_nano) VALUES (?, ?, ?, ?, ?)"
     " ON CONFLICT (org_id, day) DO UPDATE SET"
     " credits_inr_nano = balance_daily.credits_inr_nano + excluded.credits_inr_nano,"
-    " held_inr_nano = balance_daily.held_inr_nano + excluded.held_inr_nano")
+    " held_inr_nano = balance_daily.held_inr_nano + excluded.held_inr_nano,"
+    " escrow_inr_nano = balance_daily.escrow_inr_nano + excluded.escrow_inr_nano")
 INSERT_REQUEST = (
     "INSERT INTO request_log (request_id, org_id, position, key_id, created_at_us, route, model,"
     " provider, status, stream, prompt_tokens, completion_tokens, cost_usd_nano, cost_inr_nano,"
@@ -182,7 +190,7 @@ def statements(recorded: Recorded) -> list[Statement]:
             return [Statement(UPDATE, SET_RETENTION, (retention, org))]
         case CreditsAdded(amount_inr_nano=amount):
             return [Statement(UPDATE, ADD_CREDITS, (amount, org)),
-                    Statement(ROLLUP, ADD_BALANCE, (org, at // US_PER_DAY, amount, 0))]
+                    Statement(ROLLUP, ADD_BALANCE, (org, at // US_PER_DAY, amount, 0, 0))]
         case ApiKeyCreated() as e:
             return [Statement(CREATE, INSERT_KEY, (e.key_id, org, e.key_hash, e.prefix, e.name,
                                                     int(e.admin), at))]
@@ -193,10 +201,11 @@ def statements(recorded: Recorded) -> list[Statement]:
         case CreditsHeld() as e:
             lapses = at + (e.lease_us or LEGACY_LEASE_US)
             return [Statement(CREATE, PUT_HOLD, (e.hold_id, org, e.key_id, e.amount_inr_nano, lapses, position)),
-                    *_held(org, e.key_id, e.amount_inr_nano, at)]
+                    *_held(org, e.hold_id, e.key_id, e.amount_inr_nano, at)]
         case HoldReleased() as e:
             return [Statement(UPDATE, TAKE_HOLD, (e.amount_inr_nano, e.hold_id)),
-                    Statement(MARK, DROP_EMPTY_HOLD, (e.hold_id,)), *_held(org, e.key_id, -e.amount_inr_nano, at)]
+                    Statement(MARK, DROP_EMPTY_HOLD, (e.hold_id,)),
+                    *_held(org, e.hold_id, e.key_id, -e.amount_inr_nano, at)]
         case HoldsRenewed(hold_ids=hold_ids, lease_us=lease_us):
             return [Statement(UPDATE, RENEW_HOLD, (at + lease_us, position, hold_id, position)) for hold_id in hold_ids]
         case KeySpendLimitsSet() as e:
@@ -226,10 +235,11 @@ def statements(recorded: Recorded) -> list[Statement]:
     return []
 
 
-def _held(org: str, key_id: str, amount: int, at: int) -> list[Statement]:
+def _held(org: str, hold_id: str, key_id: str, amount: int, at: int) -> list[Statement]:
     """What an org (and, when the hold names one, a key) holds, changed by `amount` at `at`."""
+    escrow = amount if is_slice(hold_id) else 0
     held = [Statement(UPDATE, ADD_HELD, (amount, org)),
-            Statement(ROLLUP, ADD_BALANCE, (org, at // US_PER_DAY, 0, amount))]
+            Statement(ROLLUP, ADD_BALANCE, (org, at // US_PER_DAY, 0, amount, escrow))]
     return [*held, Statement(UPDATE, ADD_KEY_HELD, (amount, key_id, org))] if key_id else held
 
 
@@ -244,7 +254,7 @@ def _request_statements(recorded: Recorded, e: RequestCompleted) -> list[Stateme
     if e.charged_inr_nano:
         done.append(Statement(ROLLUP, ADD_KEY_SPEND, (org, e.key_id, day, e.charged_inr_nano)))
     if drawn:  # the org's part of the draws below, as ADD_SPEND's
-        done.append(Statement(ROLLUP, ADD_BALANCE, (org, day, 0, -drawn)))
+        done.append(Statement(ROLLUP, ADD_BALANCE, (org, day, 0, -drawn, -e.drawn_from_slices_inr_nano)))
     for draw in e.draws:  # the org's part is in ADD_SPEND
         done.append(Statement(UPDATE, TAKE_HOLD, (draw.amount_inr_nano, draw.hold_id)))
         if draw.key_id:

@@ -57,10 +57,12 @@ class SpendLimits(NamedTuple):
 
 
 class KeySpend(NamedTuple):
-    """A key with a budget: what it was charged in its current period, and holds now."""
+    """A key: what it was charged in its budget's current period; what its running requests' own
+    holds hold now, and its escrow slices (credit a process took ahead for its requests)."""
     key_id: str
     spent_inr_nano: int
     held_inr_nano: int
+    escrow_inr_nano: int
 
 
 class ProviderKey(NamedTuple):
@@ -92,11 +94,13 @@ class DailyUsage(NamedTuple):
 
 class MonthTotals(NamedTuple):
     """An org's balance rollup around a month: credits before and in it, charges before it, and
-    the net of its holds up to its end (ledger.projections, balance_daily and charges_daily)."""
+    what holds held at its end (ledger.projections, balance_daily and charges_daily): requests' own
+    holds, and escrow slices."""
     credits_before_inr_nano: int
     credits_inr_nano: int
     charged_before_inr_nano: int
     held_inr_nano: int
+    escrow_inr_nano: int
 
 
 class DailyCharge(NamedTuple):
@@ -124,7 +128,8 @@ USAGE = ("SELECT day, route, model, status, requests, prompt_tokens, completion_
 # Days in [?, ?): the month. Both read one org's rows of a rollup through its primary key.
 BALANCE_AROUND = (
     "SELECT COALESCE(SUM(CASE WHEN day < ? THEN credits_inr_nano ELSE 0 END), 0),"
-    " COALESCE(SUM(CASE WHEN day >= ? THEN credits_inr_nano ELSE 0 END), 0), COALESCE(SUM(held_inr_nano), 0)"
+    " COALESCE(SUM(CASE WHEN day >= ? THEN credits_inr_nano ELSE 0 END), 0),"
+    " COALESCE(SUM(held_inr_nano - escrow_inr_nano), 0), COALESCE(SUM(escrow_inr_nano), 0)"
     " FROM balance_daily WHERE org_id = ? AND day < ?")
 CHARGED_BEFORE = "SELECT COALESCE(SUM(charged_inr_nano), 0) FROM charges_daily WHERE org_id = ? AND day < ?"
 CHARGES = ("SELECT day, key_id, model, usd_to_inr, requests, charged_inr_nano FROM charges_daily"
@@ -211,13 +216,18 @@ async def key_spend_limits(recorder: Recorder, org_id: str, key_id: str) -> Spen
     return _spend_limits(rows[0]) if rows else None
 
 
-# What each of an org's keys was charged since its budget period's first day (ledger.periods).
+# What escrow slices hold (ledger.events.is_slice) of the holds named by {where}.
+SLICES_HOLD = ("COALESCE((SELECT SUM(h.amount_inr_nano) FROM holds h WHERE {where} AND "
+               + projections.slice_held("h.hold_id") + "), 0)")
+# What each of an org's keys was charged since its budget period's first day (ledger.periods), what
+# it holds (each hold naming it is a request's own or a slice of its own) and its slices hold.
 KEY_SPEND = (
     "SELECT k.key_id, COALESCE((SELECT SUM(s.charged_inr_nano) FROM key_spend_daily s WHERE s.org_id = k.org_id"
     " AND s.key_id = k.key_id AND s.day >= CASE WHEN b.budget_inr_nano IS NULL THEN 0"
     " WHEN b.budget_period = 'day' THEN ? WHEN b.budget_period = 'month' THEN ? ELSE 0 END), 0),"
-    " k.held_inr_nano FROM api_keys k"
-    " LEFT JOIN key_budgets b ON b.key_id = k.key_id AND b.org_id = k.org_id WHERE k.org_id = ?")
+    " k.held_inr_nano, " + SLICES_HOLD.format(where="h.org_id = k.org_id AND h.key_id = k.key_id")
+    + " FROM api_keys k LEFT JOIN key_budgets b ON b.key_id = k.key_id AND b.org_id = k.org_id WHERE k.org_id = ?")
+ORG_ESCROW = "SELECT " + SLICES_HOLD.format(where="h.org_id = ?")
 
 
 async def key_room(recorder: Recorder, key_id: str, at_us: int) -> int | None:
@@ -230,9 +240,16 @@ async def key_room(recorder: Recorder, key_id: str, at_us: int) -> int | None:
 
 async def key_spend(recorder: Recorder, org_id: str, at_us: int) -> list[KeySpend]:
     """Each of the org's keys: charged in its budget's period holding `at_us` (in total, for a key
-    without a budget) and held by its running requests."""
+    without a budget), held by its running requests' own holds, and by its escrow slices."""
     days = (periods.first_day("day", at_us), periods.first_day("month", at_us))
-    return [KeySpend(k, int(spent), held) for k, spent, held in await recorder._fetch(KEY_SPEND, (*days, org_id))]
+    rows = await recorder._fetch(KEY_SPEND, (*days, org_id))
+    return [KeySpend(k, int(spent), held - int(escrow), int(escrow)) for k, spent, held, escrow in rows]
+
+
+async def org_escrow(recorder: Recorder, org_id: str) -> int:
+    """What the org's escrow slices hold now (its own and its keys'): part of Org.held_inr_nano."""
+    [(escrow,)] = await recorder._fetch(ORG_ESCROW, (org_id,))
+    return int(escrow)
 
 
 async def provider_keys(recorder: Recorder) -> list[ProviderKey]:
@@ -263,9 +280,9 @@ async def daily_usage(recorder: Recorder, org_id: str, first_day: int) -> list[D
 
 async def month_totals(recorder: Recorder, org_id: str, first_day: int, end_day: int) -> MonthTotals:
     """The org's balance rollup around the UTC days [first_day, end_day) (days since the epoch)."""
-    [(before, credits, held)] = await recorder._fetch(BALANCE_AROUND, (first_day, first_day, org_id, end_day))
+    [(before, credits, held, escrow)] = await recorder._fetch(BALANCE_AROUND, (first_day, first_day, org_id, end_day))
     [(charged,)] = await recorder._fetch(CHARGED_BEFORE, (org_id, first_day))
-    return MonthTotals(int(before), int(credits), int(charged), int(held))  # PostgreSQL sums are numeric
+    return MonthTotals(int(before), int(credits), int(charged), int(held), int(escrow))  # PostgreSQL sums: numeric
 
 
 async def daily_charges(recorder: Recorder, org_id: str, first_day: int, end_day: int) -> list[DailyCharge]:

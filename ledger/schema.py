@@ -64,12 +64,13 @@ TABLES: dict[str, tuple[str, ...]] = {
                     "charged_inr_nano INTEGER NOT NULL", "PRIMARY KEY (org_id, day, route, model, status)"),
     # What a monthly statement sums (gateway.dashboard.statements): the requests and charges of each
     # UTC day, key, model and USD->INR rate; and per day the credits added and the net change of
-    # what holds hold (+ held, - released, - drawn by a charge).
+    # what holds hold (+ held, - released, - drawn by a charge): all holds, and escrow slices' apart.
     "charges_daily": ("org_id TEXT NOT NULL", "day INTEGER NOT NULL", "key_id TEXT NOT NULL", "model TEXT NOT NULL",
                       "usd_to_inr TEXT NOT NULL", "requests INTEGER NOT NULL", "charged_inr_nano INTEGER NOT NULL",
                       "PRIMARY KEY (org_id, day, key_id, model, usd_to_inr)"),
     "balance_daily": ("org_id TEXT NOT NULL", "day INTEGER NOT NULL", "credits_inr_nano INTEGER NOT NULL",
-                      "held_inr_nano INTEGER NOT NULL", "PRIMARY KEY (org_id, day)"),
+                      "held_inr_nano INTEGER NOT NULL", "escrow_inr_nano INTEGER NOT NULL DEFAULT 0",
+                      "PRIMARY KEY (org_id, day)"),
     # Each org's webhook endpoints (ledger.webhooks): what alerts they want, how far delivery got
     # in the org's stream (cursor_version), and the failures in a row of the one due now.
     "webhooks": ("webhook_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "url TEXT NOT NULL", "alerts TEXT NOT NULL",

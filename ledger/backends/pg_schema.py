@@ -9,6 +9,7 @@ import time
 import asyncpg
 
 from ledger import backfills, schema
+from ledger.projections import slice_held
 from ledger.backends.timeouts import MIGRATE_TIMEOUT_S
 from ledger.recorder import CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS
 
@@ -27,11 +28,14 @@ ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS last_used_at_us BIGINT;
 ALTER TABLE idempotency_keys ADD COLUMN IF NOT EXISTS running_until_us BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS held_inr_nano BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE request_log ADD COLUMN IF NOT EXISTS anomaly TEXT NOT NULL DEFAULT '';
+ALTER TABLE balance_daily ADD COLUMN IF NOT EXISTS escrow_inr_nano BIGINT NOT NULL DEFAULT 0;
 """ + schema.create_indexes(partial=False) + schema.create_indexes(partial=True)
 
 # The sum of a request_completed event's draws (ledger.backfills.BACKFILL_V9); NULL without any.
 DRAWN = ("(SELECT SUM((d ->> 'amount_inr_nano')::bigint)"
          " FROM jsonb_array_elements(convert_from(data, 'UTF8')::jsonb -> 'draws') AS d)")
+# The same of its draws from escrow slices (ledger.backfills.BACKFILL_V11).
+SLICED = DRAWN[:-1] + " WHERE " + slice_held("(d ->> 'hold_id')") + ")"
 
 
 async def prepare(db: asyncpg.Connection, schema_name: str, migrate: bool) -> int:
@@ -42,7 +46,7 @@ async def prepare(db: asyncpg.Connection, schema_name: str, migrate: bool) -> in
     if found < SCHEMA_VERSION and migrate:
         await db.execute(f"CREATE SCHEMA IF NOT EXISTS {schema_name}")
         await db.execute(SCHEMA, timeout=MIGRATE_TIMEOUT_S)
-        for statement in backfills.due(found, _json_field, DRAWN):  # a new store: nothing to fill
+        for statement in backfills.due(found, _json_field, DRAWN, SLICED):  # a new store: nothing to fill
             await db.execute(statement, timeout=MIGRATE_TIMEOUT_S)
         await db.execute(SCHEMA_VERSIONS)
         await db.execute("INSERT INTO ledger_schema (version, applied_at_us) VALUES ($1, $2)",

@@ -9,6 +9,7 @@ import time
 import aiosqlite
 
 from ledger import backfills, schema
+from ledger.projections import slice_held
 from ledger.recorder import CURRENT_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS, out_of_date
 
 # The triggers are SQLite's own; tables and indexes are ledger.schema's. The partial indexes
@@ -80,13 +81,17 @@ async def _upgrade(db: aiosqlite.Connection, found: int) -> None:
         await db.execute("ALTER TABLE api_keys ADD COLUMN held_inr_nano INTEGER NOT NULL DEFAULT 0")
     if not await _has_column(db, "request_log", "anomaly"):  # v8
         await db.execute("ALTER TABLE request_log ADD COLUMN anomaly TEXT NOT NULL DEFAULT ''")
-    for statement in backfills.due(found, _json_field, DRAWN):
+    if not await _has_column(db, "balance_daily", "escrow_inr_nano"):  # v11
+        await db.execute("ALTER TABLE balance_daily ADD COLUMN escrow_inr_nano INTEGER NOT NULL DEFAULT 0")
+    for statement in backfills.due(found, _json_field, DRAWN, SLICED):
         await db.execute(statement)
 
 
 # The sum of a request_completed event's draws (ledger.backfills.BACKFILL_V9); NULL without any.
 DRAWN = ("(SELECT SUM(CAST(json_extract(d.value, '$.amount_inr_nano') AS BIGINT))"
          " FROM json_each(CAST(data AS TEXT), '$.draws') AS d)")
+# The same of its draws from escrow slices (ledger.backfills.BACKFILL_V11).
+SLICED = DRAWN[:-1] + " WHERE " + slice_held("json_extract(d.value, '$.hold_id')") + ")"
 
 
 def _json_field(name: str) -> str:

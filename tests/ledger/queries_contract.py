@@ -9,7 +9,7 @@ import pytest
 from msgspec.structs import replace
 
 from ledger import log_queries, queries
-from ledger.events import KeyLimitsSet, ProviderKeySet
+from ledger.events import CreditsHeld, Draw, HoldReleased, KeyLimitsSet, ProviderKeySet
 from ledger.projections import US_PER_DAY
 from ledger.recorder import Append, DatabaseError, Secret
 from tests.ledger.ledger_helpers import (
@@ -173,6 +173,31 @@ class QueriesContract:
         assert await log_queries.track_text_ids(recorder, "m1") == ("p1", "")
         assert await log_queries.track_text_ids(recorder, "r1") is None
         assert await log_queries.track(recorder, "x") is None
+
+    async def test_what_requests_hold_and_what_escrow_slices_hold_apart(self, recorder):
+        def held(hold_id: str, amount: int, key_id: str, request_id: str = "") -> CreditsHeld:
+            return CreditsHeld(hold_id=hold_id, request_id=request_id, amount_inr_nano=amount, key_id=key_id)
+
+        await append_ok(recorder, unit("acme", org(), key("k1"), key("k2"), credits(1_000)),
+                        unit("beta", org("Beta"), key("b1"), credits(100)))
+        await append_ok(recorder, unit("acme", held("hold_r1", 30, "k1", "r1"), held("slice_k1", 100, "k1"),
+                                       held("slice_org", 50, ""), held("hold_r2", 7, "k2", "r2")),
+                        unit("beta", held("slice_b1", 40, "b1")))
+        await append_ok(recorder, unit("acme", replace(request("r3", charged=20), draws=(
+            Draw(hold_id="slice_k1", amount_inr_nano=20, key_id="k1"),))))
+
+        async def spend(org_id: str) -> list[tuple]:
+            rows = await queries.key_spend(recorder, org_id, 0)
+            return sorted((row.key_id, row.held_inr_nano, row.escrow_inr_nano) for row in rows)
+
+        assert await spend("acme") == [("k1", 30, 80), ("k2", 7, 0)]
+        assert await spend("beta") == [("b1", 0, 40)]
+        assert (await queries.org_escrow(recorder, "acme"), await queries.org_escrow(recorder, "beta")) == (130, 40)
+        await append_ok(recorder, unit("acme", HoldReleased(hold_id="slice_k1", amount_inr_nano=80, key_id="k1"),
+                                       HoldReleased(hold_id="hold_r1", amount_inr_nano=30, key_id="k1")))
+        assert await spend("acme") == [("k1", 0, 0), ("k2", 7, 0)]
+        assert await queries.org_escrow(recorder, "acme") == 50
+        assert (await queries.org(recorder, "acme")).held_inr_nano == 57  # the slice of 50 and r2's 7
 
     async def test_a_statement_the_database_refuses_is_the_ledgers_own_error(self, recorder):
         with pytest.raises(DatabaseError):
