@@ -192,10 +192,16 @@ async def remove_provider_key(recorder: Recorder, org_id: str, provider: str,
 
 
 async def balance(recorder: Recorder, org_id: str) -> dict:
-    org = await _require_org(recorder, org_id)
-    credits, spent = org.credits_inr_nano, org.spent_inr_nano
+    """The org's balance; what running requests hold of it (`held_inr`) and escrow slices, credit
+    taken ahead (`escrow_inr`); and what is left to hold (`available_inr`)."""
+    async with recorder.snapshot():
+        org = await _require_org(recorder, org_id)
+        escrow = await queries.org_escrow(recorder, org_id)
+    credits, spent, held = org.credits_inr_nano, org.spent_inr_nano, org.held_inr_nano
     return {"org_id": org_id, "balance_inr": number(from_nano(credits - spent)),
-            "credits_inr": number(from_nano(credits)), "spent_inr": number(from_nano(spent))}
+            "credits_inr": number(from_nano(credits)), "spent_inr": number(from_nano(spent)),
+            "held_inr": number(from_nano(held - escrow)), "escrow_inr": number(from_nano(escrow)),
+            "available_inr": number(from_nano(credits - spent - held))}
 
 
 def key_created(key: str, key_id: str, *, admin: bool, name: str = "") -> ApiKeyCreated:

@@ -60,7 +60,9 @@ def _seconds(at_us: int | None) -> int | None:
 def key_item(key: queries.ApiKey, limits: queries.SpendLimits | None = None, spend: queries.KeySpend | None = None,
              now_us: int = 0) -> dict:
     """A key as GET /v1/keys lists it: its spend controls with what it was charged in its budget's
-    period (in total without a budget), what its running requests hold, and when the period resets."""
+    period (in total without a budget), what its running requests hold (`reserved_inr`), what its
+    escrow slices hold (`escrow_inr`: taken ahead by a process, no request running on it), and when
+    the period resets."""
     period = limits.budget_period if limits and limits.budget_inr_nano is not None else "total"
     reset = periods.next_reset_us(period, now_us)
     return {"id": key.key_id, "object": "api_key", "prefix": key.prefix, "name": key.name, "admin": key.admin,
@@ -68,6 +70,7 @@ def key_item(key: queries.ApiKey, limits: queries.SpendLimits | None = None, spe
             "revoked": _seconds(key.revoked_at_us), **admin.limits_fields(limits),
             "spent_inr": number(from_nano(spend.spent_inr_nano if spend else 0)),
             "reserved_inr": number(from_nano(spend.held_inr_nano if spend else 0)),
+            "escrow_inr": number(from_nano(spend.escrow_inr_nano if spend else 0)),
             "resets_at": None if reset is None else reset // 1_000_000}
 
 

@@ -5,7 +5,9 @@ Read from the ledger's `balance_daily` and `charges_daily` rollups (ledger.proje
 costs a few rows a day whatever the number of requests. Every figure is exact, in nano-rupees:
 - opening balance: the credits added before the month less the charges made before it;
 - closing balance: opening + credits - charges (holds never change the balance);
-- held: what the holds still open at the end of the month held (today's, for the current month).
+- held: what the holds of requests still running at the end of the month held, and apart
+  escrow: what escrow slices (credit a process took ahead for its requests) held then (today's,
+  for the current month). Until schema 11, `held_inr` was the sum of both.
 """
 
 import calendar
@@ -112,7 +114,8 @@ async def statement(recorder: Recorder, org_id: str, month: Month) -> dict:
     return {"object": "statement", "org_id": org_id, "month": month.text,
             "opening_balance_inr": amount(opening), "credits_inr": amount(totals.credits_inr_nano),
             "charges_inr": amount(charges), "closing_balance_inr": amount(opening + totals.credits_inr_nano - charges),
-            "held_inr": amount(totals.held_inr_nano), "requests": sum(row.requests for row in rows),
+            "held_inr": amount(totals.held_inr_nano), "escrow_inr": amount(totals.escrow_inr_nano),
+            "requests": sum(row.requests for row in rows),
             "by_model": tallied(rows, "model"), "by_key": tallied(rows, "key_id"), "by_day": tallied(rows, "day"),
             "usd_to_inr_rates": rates_used(rows)}
 

@@ -71,8 +71,11 @@ def day_text(day: int) -> str:
 
 
 async def overview(services: Services, caller: Caller, days: int, now_us: int | None = None) -> dict:
-    """The org's balance and the last `days` UTC days of use, today included."""
-    org = await queries.org(services.recorder, caller.org_id)
+    """The org's balance and the last `days` UTC days of use, today included. `held_inr` is what
+    running requests hold, `escrow_inr` what escrow slices (credit taken ahead) hold."""
+    async with services.recorder.snapshot():
+        org = await queries.org(services.recorder, caller.org_id)
+        escrow = await queries.org_escrow(services.recorder, caller.org_id)
     if org is None:
         raise ApiError(404, "the organization of this key no longer exists", type="not_found")
     _org_id, name, retention, credits, spent, held = org
@@ -81,7 +84,8 @@ async def overview(services: Services, caller: Caller, days: int, now_us: int | 
     usage = await queries.daily_usage(services.recorder, caller.org_id, first)
     return {"object": "usage", "org_id": caller.org_id, "org_name": name, "retention": retention,
             "balance_inr": number(from_nano(credits - spent)), "credits_inr": number(from_nano(credits)),
-            "spent_inr": number(from_nano(spent)), "held_inr": number(from_nano(held)),
+            "spent_inr": number(from_nano(spent)), "held_inr": number(from_nano(held - escrow)),
+            "escrow_inr": number(from_nano(escrow)),
             "usd_to_inr": number(services.config.billing.usd_to_inr),
             "days": days, "since": day_text(first), "until": day_text(today),
             **summary(usage, range(first, today + 1))}

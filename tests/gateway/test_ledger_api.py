@@ -186,7 +186,8 @@ async def statement_equals_export(gateway, api_key: str, lines: list[bytes]) -> 
     held = sum(e["amount_inr_nano"] for e in events if e["type"] == "credits_held") - sum(
         e["amount_inr_nano"] for e in events if e["type"] == "hold_released") - sum(
         d["amount_inr_nano"] for e in events if e["type"] == "request_completed" for d in e["draws"])
-    assert nano(body["held_inr"]) == held  # what the month's holds still hold at its end (now)
+    # What the month's holds still hold at its end (now): requests' own, and escrow slices apart.
+    assert nano(body["held_inr"]) + nano(body["escrow_inr"]) == held
     assert sum(r["requests"] for r in body["by_model"]) == sum(row[0] for row in rows.values())
     csv_text = await (await gateway.client.get(f"/v1/statements/{month}", params={"format": "csv"},
                                                 headers=auth(api_key))).text()
