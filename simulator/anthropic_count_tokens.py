@@ -14,7 +14,6 @@ from simulator.behaviour import abandoned, delay_headers
 from simulator.plan import make_plan
 from simulator.recording import RECORD_KEY
 from simulator.settings import SETTINGS_KEY
-from simulator.textgen import count_prompt_tokens
 
 COUNT_TOKENS_PATH = MESSAGES_PATH + "/count_tokens"
 REFUSED = ("max_tokens", "stream")  # Messages fields that count_tokens does not take
@@ -36,7 +35,7 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
         return abandoned(request, "disconnected")
     if plan.status is not None:
         return simulated_error(plan.status)
-    return wire.json_response({"input_tokens": count_prompt_tokens(wire.request_texts(parsed))})
+    return wire.json_response({"input_tokens": wire.prompt_tokens(parsed)})
 
 
 def add_routes(app: web.Application) -> None:

@@ -43,7 +43,7 @@ from simulator.connection import drop_connection, wait_until_gone
 from simulator.plan import Plan, generation_time, make_plan
 from simulator.recording import RECORD_KEY, Outcome
 from simulator.settings import SETTINGS_KEY
-from simulator.textgen import count_prompt_tokens, iter_tokens
+from simulator.textgen import iter_tokens
 
 MESSAGES_PATH = "/v1/messages"
 FRAGMENT_CHARS = 8
@@ -211,7 +211,7 @@ def compose(parsed: wire.MessagesRequest, found: AnthropicDirectives, plan: Plan
     if stop_reason == "tool_use" and tool is not None:  # tool_use comes only with a tool
         call_id = f"toolu_sim_{uuid.uuid4().hex[:24]}"
         call = ToolCall(call_id, tool.name, tool_input(tool.input_schema))
-    prompt_tokens = count_prompt_tokens(wire.request_texts(parsed))
+    prompt_tokens = wire.prompt_tokens(parsed)
     cache_read = min(found.cache_read or 0, prompt_tokens)
     cache_write = min(found.cache_write or 0, prompt_tokens - cache_read)
     return Reply(f"msg_sim_{uuid.uuid4().hex[:24]}", parsed.model, texts, call, stop_reason,

@@ -9,7 +9,8 @@ get in production.
 
 Token accounting (deterministic, so tests can predict it): the chat rule of
 `simulator.textgen` applied to the system prompt (counted as one message when present)
-and each message's text pieces (text blocks and the text of tool results). Of that
+and each message's text pieces (text blocks, plain text documents and the text of tool
+results), plus its images and documents as Anthropic bills them (`prompt_tokens`). Of that
 total, ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` are what the
 cache directives ask for; ``input_tokens`` is the rest, as Anthropic reports it.
 """
@@ -21,6 +22,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 import orjson
 from aiohttp import web
+
+from simulator.media_billing import anthropic_media_tokens
+from simulator.textgen import count_prompt_tokens
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 
@@ -57,6 +61,24 @@ class TextBlock(msgspec.Struct, tag="text", tag_field="type"):
     text: str
 
 
+class PdfSource(msgspec.Struct, tag="base64", tag_field="type"):
+    media_type: Literal["application/pdf"]
+    data: Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class PlainTextSource(msgspec.Struct, tag="text", tag_field="type"):
+    media_type: Literal["text/plain"]
+    data: str
+
+
+class DocumentBlock(msgspec.Struct, tag="document", tag_field="type"):
+    """A PDF (inline or by URL) or a plain text document."""
+
+    source: PdfSource | UrlSource | PlainTextSource
+    title: str | None = None
+    context: str | None = None
+
+
 class ImageBlock(msgspec.Struct, tag="image", tag_field="type"):
     source: Base64Source | UrlSource
 
@@ -69,11 +91,11 @@ class ToolUseBlock(msgspec.Struct, tag="tool_use", tag_field="type"):
 
 class ToolResultBlock(msgspec.Struct, tag="tool_result", tag_field="type"):
     tool_use_id: str
-    content: str | list[TextBlock | ImageBlock] | None = None
+    content: str | list[TextBlock | ImageBlock | DocumentBlock] | None = None
     is_error: bool = False
 
 
-Block = TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock
+Block = TextBlock | ImageBlock | DocumentBlock | ToolUseBlock | ToolResultBlock
 
 
 class Message(msgspec.Struct):
@@ -172,9 +194,18 @@ def _texts(content: str | list[Any] | None) -> list[str]:
     for block in content:
         if isinstance(block, TextBlock):
             pieces.append(block.text)
+        elif isinstance(block, DocumentBlock) and isinstance(block.source, PlainTextSource):
+            pieces.append(block.source.data)
         elif isinstance(block, ToolResultBlock):
             pieces.extend(_texts(block.content))
     return pieces
+
+
+def prompt_tokens(request: MessagesRequest) -> int:
+    """The input tokens of `request`: its text (see the module docstring) and its images and
+    documents as Anthropic bills them (`simulator.media_billing`)."""
+    media = anthropic_media_tokens(msgspec.to_builtins(request.messages))
+    return count_prompt_tokens(request_texts(request)) + media
 
 
 def usage_body(

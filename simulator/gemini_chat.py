@@ -18,7 +18,7 @@ What the answer holds:
   for SAFETY, ``[sim:block=400]`` a 400 (as on the music route).
 * usageMetadata: promptTokenCount by the chat rule of `simulator.textgen` over the
   systemInstruction and each content (a function part counts the words of its name and
-  compact JSON), plus IMAGE_TOKENS per inlineData part; candidatesTokenCount is every
+  compact JSON), plus what each inlineData part bills (`simulator.media_billing`); candidatesTokenCount is every
   candidate's tokens (FUNCTION_CALL_TOKENS per call); ``[sim:cached=N]`` and
   ``[sim:thoughts=N]`` add cachedContentTokenCount and thoughtsTokenCount.
 
@@ -44,7 +44,6 @@ from simulator.behaviour import abandoned, delay_headers, pace, stream_cut
 from simulator.connection import drop_connection, wait_until_gone
 from simulator.gemini_music import PROMPT_BLOCKED_MESSAGE
 from simulator.gemini_wire import (
-    IMAGE_TOKENS,
     ChatRequest,
     Content,
     FunctionCall,
@@ -53,6 +52,7 @@ from simulator.gemini_wire import (
     Part,
     error_response,
     generate_content_body,
+    media_tokens,
     parse_chat_request,
     prompt_blocked_body,
     safety_stopped_candidate,
@@ -227,9 +227,8 @@ def compose(chat: ChatRequest, found: GeminiChatDirectives, plan: Plan, model: s
 def prompt_token_count(chat: ChatRequest) -> int:
     """promptTokenCount of `chat` (see the module docstring)."""
     contents = _contents(chat)
-    images = sum(part.inline_data is not None for content in contents for part in content.parts)
     pieces = [list(itertools.chain.from_iterable(map(_part_texts, c.parts))) for c in contents]
-    return count_prompt_tokens(pieces) + IMAGE_TOKENS * images
+    return count_prompt_tokens(pieces) + media_tokens(contents)
 
 
 def _contents(chat: ChatRequest) -> list[Content]:

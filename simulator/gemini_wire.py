@@ -6,7 +6,8 @@ decides what to send. Field names are the REST API's camelCase.
 Token accounting (deterministic, so tests can predict it):
 
 * promptTokenCount: the chat rule of `simulator.textgen` applied to contents
-  (words of each text part + 4 per content), plus IMAGE_TOKENS per inlineData part.
+  (words of each text part + 4 per content), plus what each inlineData part bills
+  (`simulator.media_billing.gemini_inline`: 258 for a small image, ...).
 * usageMetadata leaves out candidatesTokenCount when it is 0, as the real API
   omits zero-valued fields (e.g. for a blocked prompt); so are cachedContentTokenCount
   and thoughtsTokenCount. totalTokenCount counts thoughts too.
@@ -21,9 +22,9 @@ import msgspec
 import orjson
 from aiohttp import web
 
+from simulator.media_billing import gemini_inline
 from simulator.textgen import count_prompt_tokens
 
-IMAGE_TOKENS = 258  # what Gemini bills for one image part
 
 # google.rpc.Code names of the HTTP statuses the API answers with.
 _RPC_STATUS = MappingProxyType({
@@ -233,8 +234,13 @@ def request_texts(request: ContentsRequest) -> list[list[str]]:
 
 def prompt_token_count(request: ContentsRequest) -> int:
     """promptTokenCount of `request` (see the module docstring)."""
-    images = sum(p.inline_data is not None for c in request.contents for p in c.parts)
-    return count_prompt_tokens(request_texts(request)) + IMAGE_TOKENS * images
+    return count_prompt_tokens(request_texts(request)) + media_tokens(request.contents)
+
+
+def media_tokens(contents: list[Content]) -> int:
+    """What the inlineData parts of `contents` cost (`simulator.media_billing`)."""
+    return sum(gemini_inline(p.inline_data.mime_type, p.inline_data.data)
+               for c in contents for p in c.parts if p.inline_data is not None)
 
 
 def usage_metadata(

@@ -31,6 +31,7 @@ from simulator.openai_wire import (
     message_texts,
     usage_body,
 )
+from simulator.media_billing import openai_media_tokens
 from simulator.plan import Plan, generation_time, make_plan
 from simulator.recording import RECORD_KEY, Outcome
 from simulator.settings import SETTINGS_KEY
@@ -90,7 +91,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return abandoned(request, "disconnected")
     if plan.status is not None:
         return simulated_error(plan.status)
-    reply = Reply(_completion_id(), int(time.time()), chat.model, count_prompt_tokens(texts), plan,
+    media = openai_media_tokens(chat.model, request[RECORD_KEY].body.get("messages") or [])
+    reply = Reply(_completion_id(), int(time.time()), chat.model, count_prompt_tokens(texts) + media, plan,
                   directives.cache_read or 0, directives)
     if chat.stream:
         return await _stream(request, reply, chat.include_usage)

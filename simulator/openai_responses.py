@@ -29,6 +29,7 @@ from simulator.connection import drop_connection, wait_until_gone
 from simulator.directives import DirectiveError, Directives, parse_as
 from simulator.openai_chat import respond_json, simulated_error
 from simulator.openai_wire import SSE_HEADERS, error_response
+from simulator.media_billing import openai_media_tokens
 from simulator.plan import Plan, make_plan
 from simulator.recording import RECORD_KEY, Outcome
 from simulator.settings import SETTINGS_KEY
@@ -148,7 +149,8 @@ async def responses(request: web.Request) -> web.StreamResponse:
         return abandoned(request, "disconnected")
     if plan.status is not None:
         return simulated_error(plan.status)
-    answer = Answer(parsed, plan, count_prompt_tokens(texts), directives)
+    media = openai_media_tokens(parsed.model, parsed.input if isinstance(parsed.input, list) else [])
+    answer = Answer(parsed, plan, count_prompt_tokens(texts) + media, directives)
     return await (_stream(request, answer) if parsed.stream else respond_json(request, plan, answer.body()))
 
 
