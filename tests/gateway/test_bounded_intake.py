@@ -11,11 +11,12 @@ import msgspec
 import orjson
 import pytest
 
-from tests.support import auth
+from tests.support import auth, poll
 from tests.gateway.gateway_helpers import clean_env, gateway_process, one_json_object, run_cli_async, write_config
 
 MUSIC = "/v1/music"
 CHAT = "/v1/chat/completions"
+DEADLINE_S = 30.0  # for a close we wait on: generous, a loaded machine is slow, not wrong
 
 
 def head(path: str, key: str, length: int, method: str = "POST") -> bytes:
@@ -92,9 +93,9 @@ async def test_a_body_that_does_not_fit_the_budget_waits_then_gets_503(budgeted)
     body = await response.json()
     assert response.status == 503 and response.headers["Retry-After"] == "1"
     assert body["error"]["type"] == "service_unavailable" and time.monotonic() - started >= 0.3
-    writer.close()  # the first request ends: its bytes go back to the budget
-    await asyncio.sleep(0.2)
-    again = await gateway.client.post(CHAT, headers=auth(org["api_key"]), data=b" " * 200_000)
+    writer.close()  # the first request ends: its bytes go back to the budget (once the gateway sees it)
+    again = await poll(lambda: gateway.client.post(CHAT, headers=auth(org["api_key"]), data=b" " * 200_000),
+                       lambda response: response.status != 503)
     assert again.status == 400  # admitted and read: not JSON
 
 
@@ -149,7 +150,7 @@ async def test_the_fields_of_a_multipart_upload_draw_on_the_budget(budgeted):
 async def served(tmp_path):
     config = write_config(tmp_path, f'[ledger]\nurl = "sqlite:///{tmp_path}/ledger.db"\n'
                                     '[server]\nport = 0\nheader_timeout_s = 1\nbody_timeout_s = 1\n'
-                                    'keepalive_timeout_s = 1.5\n')
+                                    'keepalive_timeout_s = 5\n')  # far from 1 s: no stall blurs which one cut
     created = await run_cli_async("admin", "create-org", "acme", "--credits-inr", "10", "--config", str(config))
     org = one_json_object(created.stdout)
     async with gateway_process("serve", "--config", str(config), env=clean_env()) as process:
@@ -166,20 +167,20 @@ async def test_slowloris_headers_are_cut_off_after_the_header_timeout(served):
             writer.write(bytes([byte]))
             await asyncio.sleep(0.05)
     dripping = asyncio.create_task(trickle())
-    await closed_after(reader, 5)
+    await closed_after(reader, DEADLINE_S)
     dripping.cancel()
-    assert 0.9 <= time.monotonic() - started < 1.45  # the header timeout, before the keep-alive one
+    assert 0.9 <= time.monotonic() - started < 4  # the header timeout (1 s), before the keep-alive one (5 s)
 
 
 async def test_an_idle_connection_is_closed_after_the_keepalive_timeout(served):
     url, _, _ = served
     reader, writer = await connect(url)
-    assert 1.4 <= await closed_after(reader, 5) < 3
+    assert 4.9 <= await closed_after(reader, DEADLINE_S) < 20  # the keep-alive timeout (5 s)
     reader, writer = await connect(url)
     writer.write(b"GET / HTTP/1.1\r\nHost: gateway\r\n\r\n")
     status, _, _ = await read_response(reader)
     assert status == 200
-    assert 1.4 <= await closed_after(reader, 5) < 3  # idle after a request, too
+    assert 4.9 <= await closed_after(reader, DEADLINE_S) < 20  # idle after a request, too
 
 
 async def test_a_trickled_body_gets_408_and_the_connection_is_closed(served):
@@ -189,8 +190,8 @@ async def test_a_trickled_body_gets_408_and_the_connection_is_closed(served):
     started = time.monotonic()
     status, _headers, body = await read_response(reader)
     assert status == 408 and body["error"]["type"] == "request_timeout"
-    assert 0.9 <= time.monotonic() - started < 3
-    assert await closed_after(reader, 2) < 1
+    assert 0.9 <= time.monotonic() - started < 4  # the body timeout (1 s), before the keep-alive one (5 s)
+    assert await closed_after(reader, DEADLINE_S) < 4  # closed with the 408, not left to the keep-alive
     assert "request_body_timed_out" in process.stderr
 
 
