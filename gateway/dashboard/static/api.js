@@ -7,7 +7,7 @@ const KEY_NAME = "gateway.dashboard.apiKey";
 const MONEY = new Set([
   "balance_inr", "credits_inr", "spent_inr", "held_inr", "usd_to_inr", "spend_inr",
   "cost_usd", "cost_inr", "charged_inr", "cost_usd_total", "cost_usd_input", "cost_usd_output",
-  "budget_inr", "reserved_inr",
+  "budget_inr", "reserved_inr", "escrow_inr",
 ]);
 
 export const session = {

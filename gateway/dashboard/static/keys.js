@@ -71,6 +71,7 @@ export function createKeys(app) {
       h("td", { "data-col": "budget", text: budgetText(key) }),
       h("td", { "data-col": "spent", class: "n", text: text(key.spent_inr, "0"), title: spentTitle(key) }),
       h("td", { "data-col": "reserved", class: "n", text: text(key.reserved_inr, "0") }),
+      h("td", { "data-col": "escrow", class: "n", text: text(key.escrow_inr, "0") }),
       h("td", { "data-col": "models", class: "models", text: key.models?.length ? key.models.join(", ") : "all" }),
       h("td", { "data-col": "expires" }, key.expires_at ? utcTimeElement(key.expires_at) : "never"),
       actions);

@@ -55,7 +55,12 @@ function render(usage) {
   byId("balance").replaceChildren(h("span", { class: "num", text: text(usage.balance_inr) }), " ",
     h("span", { class: "unit", text: "INR" }));
   const notes = [`credits ${text(usage.credits_inr)}`, `spent ${text(usage.spent_inr)}`];
-  if (usage.held_inr !== undefined && usage.held_inr !== "0") notes.push(`held ${text(usage.held_inr)}`);
+  if (usage.held_inr !== undefined && usage.held_inr !== "0") {
+    notes.push(`reserved by running requests ${text(usage.held_inr)}`);
+  }
+  if (usage.escrow_inr !== undefined && usage.escrow_inr !== "0") {
+    notes.push(`taken ahead (escrow) ${text(usage.escrow_inr)}`);
+  }
   byId("balance-note").textContent = notes.join(" · ") + " INR";
   for (const period of document.querySelectorAll("#overview .period")) {
     period.textContent = `(${usage.days ?? DAYS} days)`;
