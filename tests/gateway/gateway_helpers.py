@@ -22,8 +22,16 @@ from tests.support import (
 
 GATEWAY_BIN = str(Path(sys.executable).with_name("gateway"))
 CLI_TIMEOUT_S = 60.0
-READY_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 20.0
+# Deadlines on waits for a condition (ready, stopped): generous, since a loaded CI runner is slow, not wrong.
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 60.0
+
+
+async def escrow_refills_ended(timeout: float = READY_TIMEOUT_S) -> None:
+    """Once the escrow refills under way in this event loop's gateways have ended (their appends
+    landed or refused): gateway.billing.escrow names their tasks `escrow-<slice>`."""
+    if refills := {task for task in asyncio.all_tasks() if task.get_name().startswith("escrow-")}:
+        await asyncio.wait(refills, timeout=timeout)
 
 
 def ledger_toml(ledger: Path, extra: str = "") -> str:
@@ -210,7 +218,7 @@ class GatewayProcess:
             if self.proc.returncode is not None or time.monotonic() > deadline:
                 await asyncio.sleep(0.2)  # let the readers drain what is left
                 raise AssertionError(
-                    f"gateway never got ready (exit {self.proc.returncode});\n"
+                    f"never printed what was awaited (exit {self.proc.returncode});\n"
                     f"stdout:\n{self.stdout}\nstderr:\n{self.stderr}")
             await asyncio.sleep(0.05)
 
@@ -246,8 +254,17 @@ class GatewayProcess:
 async def gateway_process(*args: str, env: dict[str, str], cwd: Path | None = None
                           ) -> AsyncIterator[GatewayProcess]:
     """`gateway ARGS...` running for the duration of the block, killed if still alive after it."""
+    async with running_process(GATEWAY_BIN, *args, env=env, cwd=cwd) as running:
+        yield running
+
+
+@contextlib.asynccontextmanager
+async def running_process(*command: str, env: dict[str, str], cwd: Path | None = None
+                          ) -> AsyncIterator[GatewayProcess]:
+    """`command` (a gateway, a sweeper) running for the duration of the block, its output
+    collected, killed and reaped if still alive after it."""
     proc = await asyncio.create_subprocess_exec(
-        GATEWAY_BIN, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         stdin=asyncio.subprocess.DEVNULL, env=env, cwd=cwd, start_new_session=True)
     running = GatewayProcess(proc)
     try:

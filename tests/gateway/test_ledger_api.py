@@ -4,7 +4,6 @@ signed checkpoints and the public key with no key at all, and checks them with t
 verifier as a separate process that reads no configuration; then the operator's database and the
 customer's file are tampered with, and the verifier says where."""
 
-import asyncio
 import base64
 import csv
 import io
@@ -21,7 +20,7 @@ from gateway.accounts import admin
 from gateway.edge.state import SERVICES
 from ledger import export, signing
 from ledger.signing import Signer
-from tests.gateway.gateway_helpers import run_cli_async
+from tests.gateway.gateway_helpers import escrow_refills_ended, run_cli_async
 from tests.ledger.export_contract import forged, stored_data
 from tests.support import auth, clean_env, poll
 
@@ -100,12 +99,10 @@ async def checkpoints_published(gateway, min_upto: int) -> dict:
 
 async def at_rest(gateway, org_id: str) -> None:
     """Once nothing more is appended to the org's stream in the background: the releases under way
-    recorded, the escrow refills under way ended (gateway.billing.escrow names their tasks), and
-    then every slice returned."""
+    recorded, the escrow refills under way ended, and then every slice returned."""
     services = gateway.server.app[SERVICES]
     await services.releases.settled()
-    if refills := {task for task in asyncio.all_tasks() if task.get_name().startswith("escrow-")}:
-        await asyncio.wait(refills, timeout=DEADLINE_S)
+    await escrow_refills_ended()
     await services.escrow.return_idle(0)
     [(held,)] = await gateway.ledger.recorder._fetch("SELECT held_inr_nano FROM orgs WHERE org_id = ?", (org_id,))
     assert held == 0
