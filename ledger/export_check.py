@@ -22,7 +22,7 @@ from pathlib import Path
 import msgspec
 
 from ledger import charges, signing
-from ledger.events import CreditsAdded, CreditsHeld, HoldReleased, RequestCompleted, decode_event, event_type
+from ledger.events import CreditsAdded, CreditsHeld, HoldReleased, RequestCompleted, decode_event, event_type, is_slice
 from ledger.export import envelope
 from ledger.money import format_amount, from_nano
 from ledger.recorder import GENESIS_HASH, chain_hash
@@ -114,7 +114,7 @@ class Checker:
         self.stream_id = ""
         self.first: Seen | None = None
         self.last: Seen | None = None
-        self.totals = dict.fromkeys(("credits", "charged", "held", "requests", "recomputed"), 0)
+        self.totals = dict.fromkeys(("credits", "charged", "held", "escrow", "requests", "recomputed"), 0)
         self.matched, self.unsigned, self.keys = 0, 0, set[str]()
         for checkpoint in self.pending:
             self._check_signature(checkpoint)
@@ -163,15 +163,16 @@ class Checker:
         match event:
             case CreditsAdded(amount_inr_nano=amount):
                 totals["credits"] += amount
-            case CreditsHeld(amount_inr_nano=amount):
-                totals["held"] += amount
-            case HoldReleased(amount_inr_nano=amount):
-                totals["held"] -= amount
+            case CreditsHeld(hold_id=hold_id, amount_inr_nano=amount):
+                totals["escrow" if is_slice(hold_id) else "held"] += amount
+            case HoldReleased(hold_id=hold_id, amount_inr_nano=amount):
+                totals["escrow" if is_slice(hold_id) else "held"] -= amount
             case RequestCompleted():
                 if (why := charges.misstated(event)) is not None:
                     raise Mismatch(number, head.position, f"request {event.request_id}: {why}")
                 totals["charged"] += event.charged_inr_nano
-                totals["held"] -= event.drawn_inr_nano
+                totals["held"] -= event.drawn_inr_nano - event.drawn_from_slices_inr_nano
+                totals["escrow"] -= event.drawn_from_slices_inr_nano
                 totals["requests"] += 1
                 totals["recomputed"] += event.priced is not None
 
@@ -222,7 +223,8 @@ class Checker:
                 "first_position": first and first.position, "last_position": last and last.position,
                 "credits_inr": _inr(totals["credits"]), "charges_inr": _inr(totals["charged"]),
                 "balance_inr": _inr(totals["credits"] - totals["charged"]) if whole else None,
-                "held_inr": _inr(totals["held"]) if whole else None, "requests": totals["requests"],
+                "held_inr": _inr(totals["held"]) if whole else None,
+                "escrow_inr": _inr(totals["escrow"]) if whole else None, "requests": totals["requests"],
                 "charges_recomputed": totals["recomputed"], "checkpoints_matched": self.matched,
                 "checkpoints_unsigned": self.unsigned, "signing_keys": sorted(self.keys)}
 

@@ -13,8 +13,8 @@ from decimal import Decimal
 import msgspec
 import pytest
 
-from ledger import audit, charges, checkpoints, export
-from ledger.events import Draw, RequestCompleted
+from ledger import audit, charges, checkpoints, export, queries
+from ledger.events import CreditsHeld, Draw, RequestCompleted
 from ledger.export_check import Mismatch, Published, check
 from ledger.recorder import GENESIS_HASH, chain_hash
 from ledger.signing import Signer
@@ -92,6 +92,17 @@ def mismatch(lines: list[bytes], *args) -> Mismatch:
 
 
 class ExportContract:
+    async def test_an_export_names_what_escrow_slices_hold_apart_from_requests_holds(self, recorder):
+        await append_ok(recorder, unit("acme", org(), key("k1"), credits(5_000_000_000)))
+        await append_ok(recorder, unit("acme", CreditsHeld(hold_id="slice_1", request_id="", amount_inr_nano=300,
+                                                           key_id="k1"), hold("hold_2", 40)))
+        await append_ok(recorder, unit("acme", priced_request("r1", 10, 5, draws=(
+            Draw(hold_id="slice_1", amount_inr_nano=1, key_id="k1"),)), release("hold_2", 10)))
+        report = check(await exported(recorder))
+        assert (Decimal(report["held_inr"]), Decimal(report["escrow_inr"])) == (Decimal("3E-8"), Decimal("2.99E-7"))
+        held = (await recorder._fetch("SELECT held_inr_nano FROM orgs"))[0][0]
+        assert held == 30 + 299 and await queries.org_escrow(recorder, "acme") == 299
+
     async def test_an_export_checks_and_sums_to_the_org_s_balance_and_holds(self, recorder):
         await billed(recorder)
         lines = await exported(recorder)
