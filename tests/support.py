@@ -22,8 +22,11 @@ PROVIDER_KEY = "sk-sim-provider-secret-0123456789"
 
 def postgres_url(port: int = 5432, schema: str = "") -> str:
     """The test database as user postgres (trust auth, as on the CI machine) on 127.0.0.1:`port`
-    (a proxy's port, or a closed one), with `?schema=` when `schema` is given."""
-    return f"postgresql://postgres@127.0.0.1:{port}/test" + (f"?schema={schema}" if schema else "")
+    (a proxy's port, or a closed one), with `?schema=` when `schema` is given. The database is
+    `test`, or $TEST_POSTGRES_DATABASE: runs sharing one server each need their own, since the
+    ledger's append lock is one per database (a run's stuck COMMIT would hold up the other's)."""
+    database = os.environ.get("TEST_POSTGRES_DATABASE", "test")
+    return f"postgresql://postgres@127.0.0.1:{port}/{database}" + (f"?schema={schema}" if schema else "")
 
 
 POSTGRES_DSN = postgres_url()

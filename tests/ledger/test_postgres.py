@@ -13,9 +13,7 @@ import pytest
 
 from ledger.backends.postgres import PostgresRecorder, dsn_and_schema, numbered
 from tests.ledger.recorder_contract import RecorderContract
-from tests.support import need_service
-
-DSN = "postgresql://postgres@127.0.0.1:5432/test"
+from tests.support import POSTGRES_DSN as DSN, need_service
 
 
 def schema_for(tmp_path: Path) -> str:
