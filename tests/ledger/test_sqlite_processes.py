@@ -95,7 +95,7 @@ async def test_the_lock_held_past_the_timeout_is_ledger_unavailable_and_a_killed
     started = time.monotonic()
     with pytest.raises(LedgerUnavailable, match="TimeoutError"):
         await ledger.append([unit("o0", request("r1"))])
-    assert TIMEOUT_S <= time.monotonic() - started < TIMEOUT_S + 1.5
+    assert TIMEOUT_S <= time.monotonic() - started < TIMEOUT_S + 5  # its own timeout (room for a loaded machine)
     with pytest.raises(LedgerUnavailable):  # a wait given up on left nothing behind in this process
         await ledger.append([unit("o0", request("r2"))])
     holder.send_signal(signal.SIGKILL)  # the kernel drops a dead process's lock
