@@ -39,8 +39,17 @@ from ledger.backends.timeouts import (
 )
 
 APPEND_LOCK = 7_381_446_205_117  # pg_advisory_xact_lock key: one writer of the log at a time
-# An append's first round trip: its transaction and the lock (see the module doc), no parameters.
-BEGIN_APPEND = f"BEGIN; SELECT pg_advisory_xact_lock({APPEND_LOCK})"
+
+
+def begin_append(timeout_s: float) -> str:
+    """An append's first round trip: its transaction and the lock (see the module doc), no
+    parameters. The server ends the transaction if it waits idle longer than twice the statement
+    timeout: a gateway cut off mid-append (a partition) would otherwise keep the lock, and every
+    replica's appends with it, until TCP noticed, and a COMMIT held up in the network past that
+    can no longer land after its sender gave up on it."""
+    idle_ms = max(int(timeout_s * 2000), 1000)
+    return (f"BEGIN; SET LOCAL idle_in_transaction_session_timeout = {idle_ms};"
+            f" SELECT pg_advisory_xact_lock({APPEND_LOCK})")
 SELECT_EVENTS = "SELECT position, stream_id, version, recorded_at_us, type, data, hash FROM events"
 # Everything plan() needs, read in one round trip once the lock is held (a statement of its own, so
 # its snapshot is taken after the lock): each stream's head (one index probe per stream, however
@@ -109,6 +118,7 @@ class PostgresRecorder(Recorder):
         self.url = f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}"
         self.clock = clock
         self._timeout_s, self._connect_timeout_s = timeout_s, connect_timeout_s
+        self._begin_append = begin_append(timeout_s)
         self._pool: asyncpg.Pool | None = None
         self._sets = SetWriter()
         # The connection of the snapshot the current task is in, if any.
@@ -178,7 +188,7 @@ class PostgresRecorder(Recorder):
     async def _append_in_transaction(self, units: Sequence[Append]) -> list[Outcome]:
         """Four round trips, whatever the batch: BEGIN with the lock, the reads plan() needs,
         every write (ledger.backends.pg_writes), COMMIT."""
-        async with self._connection() as db, _append_transaction(db):
+        async with self._connection() as db, _append_transaction(db, self._begin_append):
             now_us = self.clock()
             heads, last, available, room, holds = await _read_under_lock(db, units, now_us)
             outcomes = plan(units, heads, last, now_us, available, room, holds)
@@ -304,12 +314,12 @@ async def _keep_session(db: asyncpg.Connection) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _append_transaction(db: asyncpg.Connection) -> AsyncIterator[None]:
+async def _append_transaction(db: asyncpg.Connection, begin: str) -> AsyncIterator[None]:
     """A transaction holding the append lock: BEGIN and the lock in one round trip, then COMMIT
     (a failed statement: ROLLBACK; cancelled mid-statement: the connection is dropped). Until
     COMMIT is sent nothing can be recorded, whatever becomes of the connection; a COMMIT that
     gets no answer may have been (CommitInDoubt)."""
-    await db.execute(BEGIN_APPEND)
+    await db.execute(begin)
     try:
         yield
     except asyncio.CancelledError:
