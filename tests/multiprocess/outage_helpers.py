@@ -3,9 +3,9 @@
 An answer during an outage is one of three things, and nothing else:
 - "charged": a 200 that completed (a JSON body with usage, or a stream ending in usage and
   [DONE]); its request id must have exactly one RequestCompleted in the ledger;
-- "refused": a JSON 503 with Retry-After, nothing charged;
+- "refused": a JSON 503 with Retry-After; nothing charged, then or later;
 - "cut short": a stream already under way whose charge could not be recorded, ending with an
-  error event and [DONE].
+  error event saying nothing was charged, and [DONE]; nothing charged, then or later.
 """
 
 import asyncio
@@ -31,10 +31,10 @@ class Answer(msgspec.Struct, frozen=True):
     started: float  # monotonic
 
 
-async def chat(client, key: str, n: int) -> Answer:
+async def chat(client, key: str, n: int, text: str = "hello") -> Answer:
     """One chat request through `client` (an aiohttp client or test client); every other one streamed."""
     stream, started = n % 2 == 0, time.monotonic()
-    body = chat_body(f"hello {n} [sim:tokens=3]", stream=stream,
+    body = chat_body(f"{text} {n} [sim:tokens=3]", stream=stream,
                      **({"stream_options": {"include_usage": True}} if stream else {}))
     async with client.post("/v1/chat/completions", json=body, headers=auth(key)) as response:
         payload = await response.read()
@@ -76,7 +76,8 @@ def outcome(answer: Answer) -> str:
     """"charged", "refused" or "cut short"; anything else fails the test with the answer."""
     if answer.status == 503:
         assert answer.content_type == "application/json" and answer.retry_after, answer
-        assert orjson.loads(answer.body)["error"]["type"] == "service_unavailable", answer
+        error = orjson.loads(answer.body)["error"]
+        assert error["type"] == "service_unavailable" and "nothing was charged" in error["message"], answer
         return "refused"
     assert answer.status == 200, answer
     if not answer.stream:
@@ -87,6 +88,7 @@ def outcome(answer: Answer) -> str:
     last = orjson.loads(frames[-2])
     if "error" in last:
         assert last["error"]["type"] == "service_unavailable", answer
+        assert "nothing was charged" in last["error"]["message"], answer
         return "cut short"
     assert last["usage"]["total_tokens"] > 0, answer
     return "charged"
@@ -96,15 +98,23 @@ def charges_by_request(recorded: list) -> Counter:
     return Counter(r.event.request_id for r in recorded if isinstance(r.event, RequestCompleted))
 
 
+def charged_requests(recorded: list) -> set[str]:
+    """The request ids whose record charged the organization something."""
+    return {r.event.request_id for r in recorded if isinstance(r.event, RequestCompleted) and r.event.charged_inr_nano}
+
+
 def assert_every_charge_accounted_for(answers: list[Answer], recorded: list) -> Counter:
-    """Every charged answer has exactly one RequestCompleted; no request has two. Returns the
+    """What each client was told and what the ledger recorded agree: every charged answer has
+    exactly one RequestCompleted, charged; every refused or cut-short one has none that charged
+    anything (an uncharged record of it may be there); no request has two records. Returns the
     answers counted by outcome."""
-    counts = charges_by_request(recorded)
+    counts, charged = charges_by_request(recorded), charged_requests(recorded)
     assert max(counts.values(), default=0) <= 1, "a request was recorded twice"
     outcomes = Counter()
     for answer in answers:
         kind = outcome(answer)
         outcomes[kind] += 1
+        assert (answer.request_id in charged) == (kind == "charged"), (kind, answer)
         if kind == "charged":
             assert counts[answer.request_id] == 1, answer
     return outcomes
