@@ -7,6 +7,7 @@ Skipped locally when no PostgreSQL listens on 127.0.0.1:5432; a failure under CI
 """
 
 import asyncio
+import contextlib
 import signal
 import sys
 from collections import Counter
@@ -18,8 +19,8 @@ import aiohttp
 import pytest
 
 from tests.gateway.gateway_helpers import (
-    gateway_process, json_lines, postgres_ledger_url, replica_toml, run_cli_async, simulator_providers_toml,
-    write_config,
+    GatewayProcess, gateway_process, json_lines, postgres_ledger_url, replica_toml, run_cli_async, running_process,
+    simulator_providers_toml, write_config,
 )
 from ledger.events import MediaExpired, MusicTrackRecorded, RequestCompleted
 from ledger.backends.postgres import PostgresRecorder
@@ -65,17 +66,24 @@ async def traffic(urls: list[str], orgs: list[dict]) -> list[tuple[int, str]]:
         return list(await asyncio.gather(*(send(n, org) for n in range(24) for org in orgs)))
 
 
-async def start_sweeper(config: str, as_of: datetime) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        SWEEPER_BIN, "--config", config, "--as-of", as_of.isoformat(), stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=clean_env())
+def sweeper_process(config: str, as_of: datetime) -> contextlib.AbstractAsyncContextManager[GatewayProcess]:
+    return running_process(SWEEPER_BIN, "--config", config, "--as-of", as_of.isoformat(), env=clean_env())
 
 
-async def stop(proc: asyncio.subprocess.Process) -> str:
-    proc.send_signal(signal.SIGTERM)
-    _, err = await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 0, err.decode()
-    return err.decode()
+def passes(sweeper: GatewayProcess) -> int:
+    return sweeper.stderr.count('"sweep_pass"')
+
+
+async def passes_after(sweepers: list[GatewayProcess]) -> None:
+    """Two more passes of each sweeper, so one has begun after now (over all the traffic left)."""
+    for sweeper, done in [(sweeper, passes(sweeper)) for sweeper in sweepers]:
+        await sweeper.wait_for_output(lambda _out, _err, s=sweeper, n=done: passes(s) >= n + 2)
+
+
+async def stop(sweeper: GatewayProcess) -> str:
+    """Its log, once it has stopped as asked (exit 0: after a pass, its handlers are in place)."""
+    assert await sweeper.stop(signal.SIGTERM) == 0, sweeper.stderr
+    return sweeper.stderr
 
 
 async def test_two_replicas_and_two_sweepers_lose_and_duplicate_nothing(scale_config, pg_url, s3_client, s3_bucket):
@@ -89,10 +97,11 @@ async def test_two_replicas_and_two_sweepers_lose_and_duplicate_nothing(scale_co
             (line["url"] for line in json_lines(err) if line.get("event") == "gateway_ready" and "workers" in line),
             None)) for served in (first, second)]
         # The sweepers run beside the traffic, as if 31 days had passed: every hosted track is due.
-        sweepers = [await start_sweeper(scale_config, datetime.now(UTC) + timedelta(days=31)) for _ in range(2)]
-        answers = await traffic(urls, orgs)
-        await asyncio.sleep(2.0)  # a few more sweeper passes over what the traffic left
-        sweeper_logs = [await stop(sweeper) for sweeper in sweepers]
+        async with sweeper_process(scale_config, datetime.now(UTC) + timedelta(days=31)) as one, \
+                sweeper_process(scale_config, datetime.now(UTC) + timedelta(days=31)) as other:
+            answers = await traffic(urls, orgs)
+            await passes_after([one, other])
+            sweeper_logs = [await stop(one), await stop(other)]
         assert await first.stop(signal.SIGTERM) == 0 and await second.stop(signal.SIGTERM) == 0
 
     assert [status for status, _ in answers] == [200] * len(answers)
