@@ -10,23 +10,29 @@
   hears that nothing was charged, and nothing is, even after the database comes back.
 - Once a commit has failed, paid requests are refused up front with 503 and Retry-After, even
   when an escrow slice could admit them, until the database answers again.
+- A served gateway whose disk fills mid-load answers each request as its ledger records it.
 Each case with escrow on and off, streamed and whole.
 """
 
 import asyncio
 import contextlib
+import resource
 import sqlite3
 from collections.abc import AsyncIterator
 
+import aiohttp
 import msgspec
 import pytest
 
 from gateway.edge.state import SERVICES
 from ledger.backends.postgres import PostgresRecorder
 from ledger.events import CreditsHeld
-from tests.gateway.gateway_helpers import run_cli_async, write_config
-from tests.multiprocess.outage_helpers import Answer, assert_every_charge_accounted_for, chat, outcome
-from tests.support import POSTGRES_DSN, poll, postgres_url
+from tests.gateway.gateway_helpers import gateway_process, run_cli_async, write_config
+from tests.multiprocess.outage_helpers import (
+    Answer, assert_every_charge_accounted_for, balance_matches_charges, chat, load, outcome,
+)
+from tests.multiprocess.test_kill9 import ledger_state, new_org
+from tests.support import POSTGRES_DSN, PROVIDER_KEY, clean_env, poll, postgres_url
 from tests.tcp_proxy import TcpProxy, proxied_service
 
 TIMEOUT_S = 0.5  # the ledger's statement and connect timeouts in these tests
@@ -191,3 +197,39 @@ async def test_paid_requests_are_refused_up_front_while_the_ledger_is_known_away
     assert outcome(await poll(answered, lambda a: a.status == 200, timeout=10)) == "charged"
     recorded = await settled_events(gateway, url)
     assert_every_charge_accounted_for([first, *later], recorded)
+
+
+async def test_a_full_disk_answers_each_request_as_the_ledger_records_it(tmp_path, sim_url):
+    """`gateway serve` on SQLite under load, its file size limit set to 0 mid-load (every write
+    that grows a file fails as a full disk would: SQLITE_FULL), then lifted."""
+    url = f"sqlite:///{tmp_path}/ledger.db"
+    org = await new_org(url)
+    config = str(write_config(tmp_path, f"""
+[ledger]
+url = "{url}"
+timeout_s = 0.5
+[billing]
+record_timeout_s = 1.0
+[providers.openai]
+base_url = "{sim_url}/v1"
+api_key = "{PROVIDER_KEY}"
+"""))
+    async with gateway_process("serve", "--port", "0", "--config", config, env=clean_env()) as served:
+        base = await served.ready_url()
+        async with aiohttp.ClientSession(base, timeout=aiohttp.ClientTimeout(total=30)) as client:
+            stop = asyncio.Event()
+            traffic = asyncio.create_task(load(client, org["api_key"], stop, clients=6))
+            await asyncio.sleep(0.5)
+            unlimited = resource.prlimit(served.proc.pid, resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))
+            await asyncio.sleep(1.5)
+            resource.prlimit(served.proc.pid, resource.RLIMIT_FSIZE, unlimited)
+            await poll(lambda: chat(client, org["api_key"], 1), lambda a: a.status == 200, timeout=30)
+            await asyncio.sleep(0.3)
+            stop.set()
+            answers = await traffic
+    recorded, credits, balance = await ledger_state(url, org["org_id"])
+    outcomes = assert_every_charge_accounted_for(answers, recorded)
+    assert outcomes["charged"] > 10 and outcomes["refused"] + outcomes["cut short"] > 2, outcomes
+    assert balance_matches_charges(recorded, org["org_id"], credits, balance)
+    verified = await run_cli_async("ledger", "verify", "--config", config)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
