@@ -2,11 +2,13 @@
 
 import asyncio
 
+import msgspec
 import pytest
 
-from ledger.recorder import AppendRejected, ConcurrencyError
+from ledger.recorder import AppendRejected, ConcurrencyError, LedgerUnavailable
 from ledger.backends.sqlite import SQLiteRecorder
-from ledger.writer import GroupCommitWriter, WriterClosed
+from ledger.writer import GroupCommitWriter, Withdrawn, WriterClosed
+from tests.support import poll
 from tests.ledger.ledger_helpers import append_ok, credits, org, request, unit
 
 
@@ -210,3 +212,71 @@ async def test_on_commit_receives_exactly_the_recorded_events_before_callers_res
         await writer.close()
     assert seen == [first_events, ok_events]
     assert [r for batch in seen for r in batch] == (await gated.read())[2:]
+
+
+async def test_a_unit_still_queued_past_its_bound_is_withdrawn_and_never_written(gated, writer):
+    first = await hold(gated, writer, unit("acme", credits(1)))
+    with pytest.raises(Withdrawn):
+        await writer.append(unit("acme", credits(2)), within=0.05)
+    assert writer.backlog()[0] == 1  # only the unit in the commit is left
+    gated.gate.set()
+    await first
+    [after] = await writer.append(unit("acme", credits(3)))
+    amounts = [r.event.amount_inr_nano for r in await gated.read_stream("acme") if hasattr(r.event, "amount_inr_nano")]
+    assert amounts == [1, 3] and after.version == 3  # the withdrawn unit left no trace
+
+
+async def test_a_unit_already_in_a_commit_is_waited_for_past_its_bound(gated, writer):
+    gated.gate.clear()
+    task = asyncio.create_task(writer.append(unit("acme", credits(1)), within=0.05))
+    await asyncio.wait_for(gated.waiting.wait(), 5)
+    await asyncio.sleep(0.1)  # past the bound, while the commit holds it
+    gated.gate.set()
+    [recorded] = await task
+    assert recorded.version == 2
+
+
+class AwayRecorder(SQLiteRecorder):
+    """A real SQLite recorder whose database is 'away' (appends and reads unavailable) while `away`."""
+
+    away = False
+
+    async def append(self, units):
+        if self.away:
+            raise LedgerUnavailable("the ledger database is unavailable: gone")
+        return await super().append(units)
+
+    async def _fetch(self, sql, params=()):
+        if self.away:
+            raise LedgerUnavailable("the ledger database is unavailable: gone")
+        return await super()._fetch(sql, params)
+
+
+async def test_the_writer_is_unavailable_after_an_outage_until_a_probe_finds_the_database(ledger_path):
+    recorder = AwayRecorder(str(ledger_path))
+    await recorder.open()
+    writer = GroupCommitWriter(recorder, probe_s=0.05)
+    writer.start()
+    try:
+        await append_ok(recorder, unit("acme", org()))
+        assert writer.available
+        recorder.away = True
+        with pytest.raises(LedgerUnavailable):
+            await writer.append(unit("acme", credits(1)))
+        await asyncio.sleep(0.2)  # probes fail meanwhile: still away
+        assert not writer.available
+        recorder.away = False
+        assert await poll(lambda: _now(writer.available), timeout=10)  # back with no append to tell it
+    finally:
+        await writer.close()
+        await recorder.close()
+
+
+async def test_a_refused_unit_does_not_make_the_writer_unavailable(gated, writer):
+    with pytest.raises(ConcurrencyError):
+        await writer.append(msgspec.structs.replace(unit("acme", credits(1)), expected_version=99))
+    assert writer.available
+
+
+async def _now(value):
+    return value
