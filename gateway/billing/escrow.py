@@ -29,7 +29,7 @@ from gateway.config import BillingConfig
 from gateway.accounts.directory import Directory
 from gateway.accounts.keys import new_id
 from ledger import queries
-from ledger.events import CreditsHeld, Draw, HoldReleased
+from ledger.events import SLICE_PREFIX, CreditsHeld, Draw, HoldReleased
 from ledger.recorder import Append, BudgetExceeded, InsufficientCredit, LedgerError, Recorder
 from ledger.writer import GroupCommitWriter
 
@@ -46,7 +46,7 @@ class Slice:
 
     def __init__(self, org_id: str, key_id: str) -> None:
         self.org_id, self.key_id = org_id, key_id
-        self.hold_id = new_id("slice")
+        self.hold_id = new_id(SLICE_PREFIX.removesuffix("_"))  # how the ledger tells a slice from a request's hold
         self.held = self.reserved = 0
         self.live = True  # False once lost (its hold lapsed, or a commit's outcome is unknown)
         self.refill_after = 0.0  # a refill declined (too small, refused) is not tried again before this
