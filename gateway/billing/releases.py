@@ -87,8 +87,9 @@ class Releases:
 
 def _not_released(unit: Append, request_id: str, why: object) -> None:
     held = sum(e.amount_inr_nano for e in unit.events if isinstance(e, HoldReleased))
-    log.warning("holds_not_released", org_id=unit.stream_id, request_id=request_id, held_inr_nano=held,
-                error=str(why)[:300])
+    charged = sum(e.charged_inr_nano for e in unit.events if isinstance(e, RequestCompleted))
+    log.warning("charge_not_recorded" if charged else "holds_not_released", org_id=unit.stream_id,
+                request_id=request_id, held_inr_nano=held, charged_inr_nano=charged, error=str(why)[:300])
 
 
 def without_holds(unit: Append) -> Append:
