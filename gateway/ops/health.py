@@ -8,11 +8,10 @@ from gateway.redis_client import FAILURES as REDIS_FAILURES, drop_idle_connectio
 from gateway.services import Services
 from ledger import queries
 from ledger.recorder import LedgerUnavailable
+from ledger.writer import STUCK_S  # the writer's own rule: paid requests are refused past it too
 
 # Both checks run at once, each cut off after this: the report never takes much longer.
 CHECK_TIMEOUT_S = 2.0
-# A commit that has waited this long means billing is stuck, whatever else looks fine.
-STUCK_BACKLOG_S = 10.0
 
 
 async def report(services: Services, skip: set[str]) -> tuple[int, dict]:
@@ -22,7 +21,7 @@ async def report(services: Services, skip: set[str]) -> tuple[int, dict]:
         _check_redis(services) if "redis" not in skip else _skipped())
     pending, oldest = services.writer.backlog()
     ledger = {"pending_appends": pending, "oldest_pending_s": round(oldest, 3),
-              "stuck": oldest > STUCK_BACKLOG_S}
+              "stuck": oldest >= STUCK_S}
     healthy = not database.get("failed") and not redis.get("failed") and not ledger["stuck"]
     body = {
         "message": "model gateway is healthy" if healthy else "model gateway is unhealthy",
