@@ -59,27 +59,25 @@ class GroupCommitWriter:
         (seconds), a unit not yet in a commit by then is withdrawn unwritten (Withdrawn)."""
         if self._closing:
             raise WriterClosed("the ledger writer is shutting down")
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         entry = (unit, future, time.monotonic())
         self._pending.append(entry)
         self._wake.set()
-        if within is None:
-            return await future
-        try:
-            return await asyncio.wait_for(asyncio.shield(future), within)
-        except TimeoutError:
-            if not self._withdraw(entry):
-                return await future  # in a commit already: the database decides
-            raise Withdrawn(f"the ledger did not take this record within {within:g} s; it was withdrawn"
-                            " unwritten") from None
+        if within is not None:  # a timer, not a task: the common case (taken in time) costs one handle
+            timer = loop.call_later(within, self._withdraw, entry, within)
+            future.add_done_callback(lambda _: timer.cancel())
+        return await future
 
-    def _withdraw(self, entry: tuple[Append, asyncio.Future, float]) -> bool:
-        """Take `entry` out of the queue if it is still there (not in a commit)."""
-        for index, waiting in enumerate(self._pending):
-            if waiting is entry:
+    def _withdraw(self, entry: tuple[Append, asyncio.Future, float], within: float) -> None:
+        """Take `entry` out of the queue and fail it, if it is still there (not in a commit: that
+        one's outcome is the database's to give)."""
+        for index, (_, future, _) in enumerate(self._pending):
+            if future is entry[1]:
                 del self._pending[index]
-                return True
-        return False
+                future.set_exception(Withdrawn(f"the ledger did not take this record within {within:g} s;"
+                                               " it was withdrawn unwritten"))
+                return
 
     @property
     def available(self) -> bool:
