@@ -7,6 +7,7 @@ can hang the suite.
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import socket
 import sqlite3
@@ -242,8 +243,11 @@ class GatewayProcess:
         return code
 
     async def close(self) -> None:
+        """Kill what is left of it and of what it started (its session's process group: workers, a
+        demo's simulator, which hold its pipes), then reap it: nothing outlives the test's loop."""
         if self.proc.returncode is None:
-            self.proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)  # start_new_session: its pid is the group's
             await self.proc.wait()
         for reader in self._readers:
             reader.cancel()
