@@ -202,6 +202,11 @@ class Escrow:
 
         await asyncio.shield(asyncio.ensure_future(held_then_noted()))
 
+    async def settled(self) -> None:
+        """Once the refills under way have ended (their holds recorded or refused)."""
+        while self._refills:
+            await asyncio.wait(set(self._refills.values()))
+
     async def return_idle(self, idle_s: float | None = None) -> None:
         """Return the slices no request used for `idle_s` (all of them: None and 0 at shutdown)."""
         cutoff = time.monotonic() - (self._config.escrow_idle_s if idle_s is None else idle_s)

@@ -28,13 +28,6 @@ READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 60.0
 
 
-async def escrow_refills_ended(timeout: float = READY_TIMEOUT_S) -> None:
-    """Once the escrow refills under way in this event loop's gateways have ended (their appends
-    landed or refused): gateway.billing.escrow names their tasks `escrow-<slice>`."""
-    if refills := {task for task in asyncio.all_tasks() if task.get_name().startswith("escrow-")}:
-        await asyncio.wait(refills, timeout=timeout)
-
-
 def ledger_toml(ledger: Path, extra: str = "") -> str:
     return f'[ledger]\nurl = "sqlite:///{ledger}"\n{extra}'
 

@@ -20,7 +20,7 @@ from gateway.accounts import admin
 from gateway.edge.state import SERVICES
 from ledger import export, signing
 from ledger.signing import Signer
-from tests.gateway.gateway_helpers import escrow_refills_ended, run_cli_async
+from tests.gateway.gateway_helpers import run_cli_async
 from tests.ledger.export_contract import forged, stored_data
 from tests.support import auth, clean_env, poll
 
@@ -102,7 +102,7 @@ async def at_rest(gateway, org_id: str) -> None:
     recorded, the escrow refills under way ended, and then every slice returned."""
     services = gateway.server.app[SERVICES]
     await services.releases.settled()
-    await escrow_refills_ended()
+    await services.escrow.settled()
     await services.escrow.return_idle(0)
     [(held,)] = await gateway.ledger.recorder._fetch("SELECT held_inr_nano FROM orgs WHERE org_id = ?", (org_id,))
     assert held == 0

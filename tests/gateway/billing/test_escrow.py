@@ -17,7 +17,6 @@ from ledger import audit, leases
 from ledger.events import CreditsHeld, HoldReleased, HoldsRenewed, RequestCompleted
 from ledger.recorder import Append
 from sweeper.sweep import Sweeper
-from tests.gateway.gateway_helpers import escrow_refills_ended
 from tests.support import auth, chat_body, poll
 
 
@@ -53,7 +52,7 @@ async def test_requests_admitted_from_a_slice_cost_one_event_each_and_draw_their
     before = len(await gateway.events())
     answers = [await chat(gateway, org["api_key"], f"question {n} [sim:tokens={n + 1}]") for n in range(20)]
     assert {status for status, _ in answers} == {200}
-    await escrow_refills_ended()  # what the slice holds, below, is then what the events say
+    await gateway.server.app[SERVICES].escrow.settled()  # what the slice holds, below, is then what the events say
     new = [r.event for r in (await gateway.events())[before:]]
     charges = [e for e in new if isinstance(e, RequestCompleted)]
     assert len(charges) == 20 and not [e for e in new if isinstance(e, CreditsHeld) and e.request_id]
