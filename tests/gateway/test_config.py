@@ -174,6 +174,7 @@ ENV_OVERRIDES = [
     ("GATEWAY_BILLING_ESCROW_HORIZON_S", "2.5", "billing.escrow_horizon_s", 2.5),
     ("GATEWAY_BILLING_ESCROW_SHARE_PERCENT", "25", "billing.escrow_share_percent", 25),
     ("GATEWAY_BILLING_ESCROW_IDLE_S", "30", "billing.escrow_idle_s", 30.0),
+    ("GATEWAY_BILLING_RECORD_TIMEOUT_S", "4.5", "billing.record_timeout_s", 4.5),
     ("GATEWAY_MUSIC_UPSTREAM_TIMEOUT_S", "90.5", "music.upstream_timeout_s", 90.5),
     ("GATEWAY_SWEEPER_INTERVAL_S", "15", "sweeper.interval_s", 15.0),
     ("GATEWAY_RETENTION_TEXT_DAYS", "90", "retention.text_days", 90),
