@@ -83,7 +83,7 @@ async def test_a_duplicate_gives_up_waiting_with_a_409_once_its_patience_is_spen
     with pytest.raises(ApiError) as gave_up:
         while True:
             await patience.pause()
-    assert gave_up.value.status == 409 and 0.2 <= time.monotonic() - started < 1
+    assert gave_up.value.status == 409 and 0.2 <= time.monotonic() - started < 10  # not forever, on any machine
 
 
 # -- a claim held by another process ---------------------------------------------------------------
