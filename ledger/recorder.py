@@ -86,9 +86,8 @@ class LedgerUnavailable(LedgerError):
 
 
 class CommitInDoubt(LedgerUnavailable):
-    """The database went away after COMMIT was sent and before it answered: the units may have been
-    recorded (once) or not. A later append of the same request id (refused if it is there) or a
-    read tells which; every other failure of an append means nothing of it was recorded."""
+    """COMMIT was sent and never answered: the units may be recorded (once) or not. Any other
+    failure of an append means nothing of it was recorded."""
 
 
 class RecorderClosed(LedgerUnavailable):

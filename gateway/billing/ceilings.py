@@ -50,8 +50,8 @@ def prompt_bound(model: Resolved, payload: object, shared: int = 0, protocol: st
     context = model.record.context_length
     tokens = size(payload) + shared
     for part in media.parts(payload):
-        most = media.bound(protocol, model.upstream_model, part)
-        tokens += (context or size(part) if most is None else most) - size(part)
+        most, counted = media.bound(protocol, model.upstream_model, part), size(part)
+        tokens += (context or counted if most is None else most) - counted
     return min(tokens, context) if context else tokens
 
 
