@@ -4,6 +4,7 @@ from aiohttp import web
 
 from simulator import anthropic_messages, gemini_routes, openai_audio, openai_chat, openai_embeddings
 from simulator import anthropic_count_tokens, openai_completions, openai_realtime, openai_responses
+from simulator import azure_routes, bedrock_routes, vertex_routes
 from simulator.auth import auth_middleware
 from simulator.outage import Outage, add_outage, outage_middleware
 from simulator.recording import RECORDER_KEY, Recorder, add_control_routes, recording_middleware
@@ -30,6 +31,9 @@ def create_app(settings: Settings) -> web.Application:
     anthropic_messages.add_routes(app)
     anthropic_count_tokens.add_routes(app)
     gemini_routes.add_routes(app)
+    bedrock_routes.add_routes(app)
+    vertex_routes.add_routes(app)
+    azure_routes.add_routes(app)
     add_control_routes(app)
     add_outage(app, Outage.named(settings.outage))
     return app
