@@ -1,5 +1,5 @@
 """A client's multipart upload, passed on as it arrives (encoded for upstream by
-gateway.providers.multipart).
+gateway.providers.openai.multipart).
 
 The text fields are read up to the file part. When the model was among them the file is
 streamed straight on to the provider and the fields after it follow it; when the file
@@ -20,7 +20,7 @@ from gateway.edge.body_budget import BodyHold
 from gateway.edge.parsing import printable
 from gateway.edge.errors import ApiError, bad_request
 from gateway.providers.base import FilePart, FormField
-from gateway.providers.multipart import FILE_FIELD
+from gateway.providers.openai.multipart import FILE_FIELD
 from gateway.edge.state import BODY_HOLD
 
 MAX_FILE_BYTES = 25 * 1024 * 1024  # OpenAI's limit for an audio file

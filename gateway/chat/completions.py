@@ -15,7 +15,7 @@ from gateway.catalogue import Resolved
 from gateway.chat.service import chat_call
 from gateway.chat.streams import ChatRelay
 from gateway.chat.request import Penalty, PositiveInt, StreamOptions, Unit
-from gateway.providers import openai
+from gateway.providers.openai import adapter as openai
 from gateway.resolution import COMPLETION
 from gateway.routing import failover
 from gateway.services import Caller, Services

@@ -1,6 +1,6 @@
 """The OpenAI chat request as the gateway reads it: every field a provider translation reads is
 typed here, so a wrong type is a 400 naming the field at the edge, never an exception deep in a
-translation (gateway.providers.anthropic_wire, google_chat_request). Unknown fields pass through to
+translation (gateway.providers.anthropic.wire, gateway.providers.google.chat_request). Unknown fields pass through to
 upstream untouched (msgspec ignores them here; the handler forwards the raw body).
 
 These types are also the request schemas of the OpenAPI document (gateway.edge.openapi).

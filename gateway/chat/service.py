@@ -23,7 +23,8 @@ def with_token_limit(request: ChatRequest) -> Callable[[list[Served[ChatProvider
     def usable(candidates: list[Served[ChatProvider]]) -> list[Served[ChatProvider]]:
         if request.max_tokens is not None or request.max_completion_tokens is not None:
             return candidates
-        if kept := [served for served in candidates if not served.provider.requires_max_tokens]:
+        if kept := [served for served in candidates
+                    if not served.provider.requires_max_tokens(served.model.upstream_model)]:
             return kept
         raise bad_request(f"max_tokens is required for model {request.model!r}: its provider"
                           f" ({candidates[0].model.provider_id}) refuses requests without it", "max_tokens")

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from gateway.providers import float32
+from gateway.providers.openai import float32
 from gateway.billing import ceilings
 from gateway.billing.charging import bill
 from gateway.billing.pricing import Cost, cost_fields
@@ -17,7 +17,7 @@ from gateway.providers.usage import Usage
 from gateway.catalogue import Resolved
 from gateway.edge.errors import bad_request
 from gateway.providers.base import EmbeddingCall
-from gateway.providers.openai import inputs
+from gateway.providers.openai.adapter import inputs
 from gateway.resolution import EMBEDDING
 from gateway.routing import failover
 from gateway.services import Caller, Services

@@ -21,7 +21,7 @@ from gateway.catalogue import Resolved
 from gateway.chat.service import chat_call
 from gateway.messages.request import MessagesRequest
 from gateway.messages.streams import ROUTE, MessagesRelay
-from gateway.providers.anthropic_wire import MessageEvent
+from gateway.providers.anthropic.wire import MessageEvent
 from gateway.providers.base import Allowance, ChatCall, ChatStream
 from gateway.providers.capabilities import ChatProvider, MessageEvents, MessagesProvider
 from gateway.resolution import CHAT, Served

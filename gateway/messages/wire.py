@@ -10,7 +10,7 @@ from types import MappingProxyType
 from gateway.providers.usage import Usage
 from gateway.edge.errors import bad_request
 from gateway.jsonio import encode, loads
-from gateway.providers.anthropic_wire import MessageEvent, delta_tokens, objects
+from gateway.providers.anthropic.wire import MessageEvent, delta_tokens, objects
 from gateway.edge.sse import event_frame
 
 STOP_REASONS = MappingProxyType({"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",

@@ -2,23 +2,30 @@
 has which: an adapter serves a capability exactly when `build` lists it there, so code handed
 an adapter from the registry has it typed by what it can do, never cast."""
 
+from __future__ import annotations
+
 from collections.abc import AsyncIterator, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import aiohttp
 import msgspec
 
-from gateway.providers.anthropic_wire import MessageEvent
 from gateway.providers.base import (
     Allowance, AudioStream, ChatCall, ChatReply, ChatStream, EmbeddingCall, EmbeddingReply, MusicCall, MusicReply,
     SpeechCall, TranscriptionCall, TranscriptionReply,
 )
-from gateway.providers.openai_responses import ResponseEvent
+
+if TYPE_CHECKING:  # the provider folders import this module; their types are only annotations here
+    from gateway.providers.anthropic.wire import MessageEvent
+    from gateway.providers.openai.responses import ResponseEvent
 
 
 class ChatProvider(Protocol):
     id: str
-    requires_max_tokens: bool  # chat requests without max_tokens are refused (spec 7: Anthropic)
+
+    def requires_max_tokens(self, upstream_model: str) -> bool:
+        """Whether chat requests for `upstream_model` without max_tokens are refused (spec 7:
+        Anthropic's models, wherever they are served)."""
 
     def chat_request(self, call: ChatCall, stream: bool) -> dict:
         """The request this adapter sends upstream for `call` (an OpenAI chat body, translated)."""
@@ -132,6 +139,22 @@ class MusicProvider(Protocol):
         """Exactly one upstream call, no retries. Raises SafetyBlocked or UpstreamError."""
 
 
+class Offer(msgspec.Struct, frozen=True, kw_only=True):
+    """What one configured provider serves: its adapter under each capability its protocol has
+    (None: not that one). Each provider folder's `offer` says it; `Providers` gathers them."""
+
+    chat: ChatProvider | None = None
+    messages: MessagesProvider | None = None
+    responses: ResponsesProvider | None = None
+    completion: CompletionProvider | None = None
+    token_counting: TokenCounter | None = None
+    embedding: EmbeddingProvider | None = None
+    speech: SpeechProvider | None = None
+    transcription: TranscriptionProvider | None = None
+    realtime: RealtimeProvider | None = None
+    music: MusicProvider | None = None
+
+
 class Providers(msgspec.Struct, frozen=True, kw_only=True):
     """Every adapter of this gateway by provider id, once under each capability it has. The
     field names are the catalogue's model kinds (and `messages`, the native Messages API,
@@ -147,6 +170,13 @@ class Providers(msgspec.Struct, frozen=True, kw_only=True):
     transcription: Mapping[str, TranscriptionProvider]
     realtime: Mapping[str, RealtimeProvider]
     music: Mapping[str, MusicProvider]
+
+    @classmethod
+    def gathered(cls, offers: Mapping[str, Offer]) -> Providers:
+        """Every provider's offer by provider id, filed under each capability it serves."""
+        return cls(**{field: {provider_id: adapter for provider_id, offer in offers.items()
+                              if (adapter := getattr(offer, field)) is not None}
+                      for field in cls.__struct_fields__})
 
     @property
     def ids(self) -> frozenset[str]:

@@ -36,7 +36,7 @@ from gateway.jsonio import encode
 from gateway.ops.facts import CLIENT, PROVIDER
 from gateway.edge.middleware import KEY_SUBPROTOCOL
 from gateway.providers.capabilities import RealtimeProvider
-from gateway.providers.openai import BETA_HEADER, REALTIME_BETA, input_output_usage
+from gateway.providers.openai.adapter import BETA_HEADER, REALTIME_BETA, input_output_usage
 from gateway.resolution import REALTIME, Served
 from gateway.routing import failover
 from gateway.routing.router import Plan

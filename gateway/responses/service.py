@@ -53,7 +53,8 @@ class Conversation:
         limit for a provider that demands one)."""
         if self.native(model) is not None:
             return native_body(self.body, self.items, bool(self.history))
-        if self.services.providers.chat[model.provider_id].requires_max_tokens and "max_tokens" not in self.chat:
+        adapter = self.services.providers.chat[model.provider_id]
+        if adapter.requires_max_tokens(model.upstream_model) and "max_tokens" not in self.chat:
             return {**self.chat, "max_tokens": DEFAULT_MAX_OUTPUT_TOKENS}
         return self.chat
 

@@ -4,10 +4,10 @@ one base class reads every upstream stream, and Usage is imported from its home.
 import ast
 from pathlib import Path
 
-from gateway.providers.anthropic import AnthropicChatStream, AnthropicMessageStream
-from gateway.providers.google import GeminiChatStream
-from gateway.providers.openai import OpenAIChatStream, OpenAITextStream
-from gateway.providers.openai_responses import OpenAIResponseStream
+from gateway.providers.anthropic.adapter import AnthropicChatStream, AnthropicMessageStream
+from gateway.providers.google.adapter import GeminiChatStream
+from gateway.providers.openai.adapter import OpenAIChatStream, OpenAITextStream
+from gateway.providers.openai.responses import OpenAIResponseStream
 from gateway.providers.stream import UpstreamEventStream
 
 GATEWAY = Path(__file__).resolve().parent.parent.parent / "gateway"

@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from gateway.edge.errors import UpstreamError
-from gateway.providers.openai import embedding_reply
+from gateway.providers.openai.adapter import embedding_reply
 from simulator.openai_embeddings import vector
 from tests.support import auth, decimal_json, request_events, upstream_requests
 

@@ -35,7 +35,7 @@ def import_failure(module: str) -> str | None:
 
 def test_modules_are_found():
     modules = gateway_modules()
-    assert {"gateway.audio.upload", "gateway.providers.openai", "gateway.dashboard"} <= set(modules)
+    assert {"gateway.audio.upload", "gateway.providers.openai.adapter", "gateway.dashboard"} <= set(modules)
     assert not any(name.endswith("__main__") for name in modules)
 
 

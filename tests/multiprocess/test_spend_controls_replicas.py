@@ -22,7 +22,7 @@ import pytest
 from gateway.billing import ceilings
 from gateway.catalogue import Catalogue
 from gateway.config import Config
-from gateway.providers import openai
+from gateway.providers.openai import adapter as openai
 
 from tests.gateway.gateway_helpers import (
     admin_cli, gateway_process, run_cli_async, simulator_providers_toml, write_config,

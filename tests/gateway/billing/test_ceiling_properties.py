@@ -28,9 +28,9 @@ from gateway.catalogue import Resolved
 from gateway.chat.request import ChatRequest
 from gateway.edge.errors import ApiError
 from gateway.messages.request import MessagesRequest
-from gateway.providers.anthropic import AnthropicProvider
+from gateway.providers.anthropic.adapter import AnthropicProvider
 from gateway.providers.base import ChatCall
-from gateway.providers.google import GoogleProvider
+from gateway.providers.google.adapter import GoogleProvider
 from gateway.resolution import CHAT, COMPLETION, EMBEDDING, servers
 from gateway.responses import translate
 from gateway.responses.request import ResponsesRequest, check

@@ -30,9 +30,9 @@ from gateway.edge.errors import ApiError
 from gateway.jsonio import encode
 from gateway.messages import service as messages
 from gateway.messages.request import MessagesRequest
-from gateway.providers.anthropic import AnthropicProvider
+from gateway.providers.anthropic.adapter import AnthropicProvider
 from gateway.providers.base import ChatCall
-from gateway.providers.google import GoogleProvider
+from gateway.providers.google.adapter import GoogleProvider
 from gateway.resolution import CHAT, servers
 from gateway.responses.request import ResponsesRequest, check
 from gateway.responses.service import Conversation

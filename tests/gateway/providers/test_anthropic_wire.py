@@ -9,7 +9,7 @@ import pytest
 from gateway.messages import wire as messages_wire
 from gateway.billing.pricing import Usage, token_cost, usage_body
 from gateway.edge.errors import ApiError
-from gateway.providers import anthropic_wire as wire
+from gateway.providers.anthropic import wire
 from gateway.accounts.redaction import forms_of, redact
 
 PNG = "iVBORw0KGgo="

@@ -15,8 +15,8 @@ import pytest
 
 from gateway.accounts import admin
 from gateway.edge.errors import ApiError, UpstreamError
-from gateway.providers import google_chat as wire
-from gateway.providers import google_chat_request as request_wire
+from gateway.providers.google import chat as wire
+from gateway.providers.google import chat_request as request_wire
 from gateway.accounts.sealing import Sealer
 from gateway.edge.state import SERVICES
 from simulator.textgen import completion_text, iter_tokens

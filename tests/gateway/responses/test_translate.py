@@ -7,7 +7,8 @@ from openai.types.responses import Response
 
 from gateway.billing.pricing import Usage
 from gateway.edge.errors import ApiError
-from gateway.providers import anthropic_wire, google_chat_request
+from gateway.providers.anthropic import wire as anthropic_wire
+from gateway.providers.google import chat_request as google_chat_request
 from gateway.responses.translate import chat_body, response_object, usage_object
 
 PNG_URL = "data:image/png;base64,iVBORw0KGgo="

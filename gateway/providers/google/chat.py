@@ -1,6 +1,6 @@
 """Pure translation for the google adapter's chat answers: Gemini `generateContent` answers
 (whole, or event by event from `streamGenerateContent`) back into OpenAI chat shapes, and their
-usage as billing counts it (the requests go out through `google_chat_request`).
+usage as billing counts it (the requests go out through `chat_request`).
 
 No I/O here. A refused prompt, a malformed answer or event, or a failed stream raises
 UpstreamError.

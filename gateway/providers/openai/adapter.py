@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import yarl
 
-from gateway.providers import float32
+from gateway.providers.openai import float32
 from gateway.edge import sse, upstream_headers
 from gateway.providers.usage import Usage, checked_usage, reported_seconds, token_count, usage_report
 from gateway.config import ProviderConfig
@@ -18,7 +18,7 @@ from gateway.providers import shapes
 from gateway.providers.base import Allowance, ChatCall, ChatReply, Chunk, EmbeddingCall, EmbeddingReply, \
     FilePart, FormField, SpeechCall, TranscriptionCall, TranscriptionReply, answers, limit
 from gateway.providers.http import Upstream, post, post_json, read_json, timeout_for
-from gateway.providers.multipart import encode_form, new_boundary
+from gateway.providers.openai.multipart import encode_form, new_boundary
 from gateway.providers.stream import UpstreamEventStream
 
 PROVIDER = "openai"
@@ -191,7 +191,9 @@ async def _with_model(form: AsyncIterator[FormField | FilePart],
 
 
 class OpenAIProvider:
-    requires_max_tokens = False
+    @staticmethod
+    def requires_max_tokens(upstream_model: str) -> bool:
+        return False
 
     def __init__(self, provider_id: str, config: ProviderConfig, upstream: Upstream) -> None:
         self.id = provider_id  # the configuration's name for it: `[providers.<id>]`

@@ -1,6 +1,6 @@
 """The Anthropic adapter: the Messages API (`x-api-key`, `anthropic-version`).
 
-OpenAI-shaped chat is translated both ways (`anthropic_wire`). The native methods `messages`
+OpenAI-shaped chat is translated both ways (`wire`). The native methods `messages`
 and `open_messages_stream` serve `POST /v1/messages`: the client's Anthropic body goes up as
 it is and Anthropic's answer and events come back as they are; `count_tokens` serves
 `POST /v1/messages/count_tokens` the same way. Anthropic refuses requests
@@ -17,10 +17,10 @@ from gateway.providers.usage import token_count
 from gateway.config import ProviderConfig
 from gateway.edge.errors import UpstreamError
 from gateway.jsonio import encode
-from gateway.providers import anthropic_wire as wire
+from gateway.providers.anthropic import wire
 from gateway.providers.base import Allowance, ChatCall, ChatReply, Chunk
 from gateway.providers.http import Upstream, post_json, read_json, timeout_for
-from gateway.providers.openai import delta_tokens
+from gateway.providers.openai.adapter import delta_tokens
 from gateway.providers.stream import UpstreamEventStream
 
 
@@ -90,7 +90,9 @@ def messages_request(call: ChatCall, stream: bool) -> dict:
 
 
 class AnthropicProvider:
-    requires_max_tokens = True
+    @staticmethod
+    def requires_max_tokens(upstream_model: str) -> bool:
+        return True
 
     def __init__(self, provider_id: str, config: ProviderConfig, upstream: Upstream) -> None:
         self.id = provider_id  # the configuration's name for it: `[providers.<id>]`

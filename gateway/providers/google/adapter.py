@@ -1,6 +1,6 @@
 """The Google adapter: the Gemini API `generateContent` format. Serves chat and the music models.
 
-Chat requests are translated by `google_chat_request`, answers by `google_chat`
+Chat requests are translated by `chat_request`, answers by `chat`
 (`generateContent`, and `streamGenerateContent?alt=sse` relayed event by event).
 
 A music answer carries a text part (lyrics and structure) and an `inlineData` part with the
@@ -21,11 +21,11 @@ from gateway.edge import sse
 from gateway.config import ProviderConfig
 from gateway.edge.errors import UpstreamError
 from gateway.jsonio import encode
-from gateway.providers import google_chat as wire
-from gateway.providers import google_chat_request as request_wire
+from gateway.providers.google import chat as wire
+from gateway.providers.google import chat_request as request_wire
 from gateway.providers.base import Allowance, ChatCall, ChatReply, Chunk, MusicCall, MusicReply, SafetyBlocked
 from gateway.providers.http import Upstream, post_json, read_json, timeout_for
-from gateway.providers.openai import delta_tokens
+from gateway.providers.openai.adapter import delta_tokens
 from gateway.providers.stream import UpstreamEventStream
 
 SAFETY_FINISH = frozenset({"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION",
@@ -107,7 +107,9 @@ class GeminiChatStream(UpstreamEventStream[dict]):
 
 
 class GoogleProvider:
-    requires_max_tokens = False
+    @staticmethod
+    def requires_max_tokens(upstream_model: str) -> bool:
+        return False
 
     def __init__(self, provider_id: str, config: ProviderConfig, upstream: Upstream) -> None:
         self.id = provider_id  # the configuration's name for it: `[providers.<id>]`

@@ -1,5 +1,5 @@
 """Pure translation for the google adapter's chat requests: an OpenAI chat request into a
-Gemini `generateContent` request (the answers come back through `google_chat`).
+Gemini `generateContent` request (the answers come back through `chat`).
 
 Gemini knows two roles, `user` and `model`: system and developer messages become
 `systemInstruction`, tool results are user turns of `functionResponse` parts, and consecutive

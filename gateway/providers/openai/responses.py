@@ -18,7 +18,7 @@ from gateway.edge.errors import UpstreamError
 from gateway.jsonio import loads
 from gateway.providers.base import Allowance, ChatCall, ChatReply, limit
 from gateway.providers.http import read_json
-from gateway.providers.openai import OpenAIProvider, responses_usage
+from gateway.providers.openai.adapter import OpenAIProvider, responses_usage
 from gateway.providers.stream import UpstreamEventStream
 
 PROVIDER = "openai"
