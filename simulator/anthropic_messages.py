@@ -160,8 +160,13 @@ async def create_message(request: web.Request) -> web.StreamResponse:
     """Serve one Messages request according to settings and in-prompt directives."""
     if not request.headers.get("anthropic-version"):
         return wire.error_response(400, "anthropic-version: header is required")
+    return await answer(request, request[RECORD_KEY].body)
+
+
+async def answer(request: web.Request, body: Any) -> web.StreamResponse:
+    """Answer the Messages request `body` (decoded JSON) as Anthropic does, JSON or stream."""
     try:
-        parsed, found = parse(request[RECORD_KEY].body)
+        parsed, found = parse(body)
         tool = choose_tool(parsed, found)
     except wire.BadRequest as exc:
         return wire.error_response(400, str(exc))

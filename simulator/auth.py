@@ -4,7 +4,8 @@ Gateways must forward a provider key; a request without one is a gateway bug the
 tests should see, so it gets the provider's own 401 rather than a silent success.
 
     /v1/messages  Anthropic (and under it): ``x-api-key: <key>``
-    /v1/*         OpenAI: ``Authorization: Bearer <key>``
+    /v1/*         OpenAI: ``Authorization: Bearer <key>`` (but not /v1/projects/*: Vertex AI's
+                  routes check their Google access tokens themselves)
     /v1beta/*     Gemini: ``x-goog-api-key: <key>`` header, or the ``key`` query parameter
 
 With the ``echo_key`` setting every provider request is refused with that 401, quoting the
@@ -23,6 +24,7 @@ from simulator.settings import SETTINGS_KEY
 ANTHROPIC_PATH = "/v1/messages"
 OPENAI_PREFIX = "/v1/"
 GEMINI_PREFIX = "/v1beta/"
+VERTEX_PREFIX = "/v1/projects/"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -65,7 +67,7 @@ def route_family(request: web.Request) -> RouteFamily | None:
     """The provider whose routes `request` is for; None for the simulator's own routes."""
     if request.path == ANTHROPIC_PATH or request.path.startswith(ANTHROPIC_PATH + "/"):  # count_tokens
         return ANTHROPIC
-    if request.path.startswith(OPENAI_PREFIX):
+    if request.path.startswith(OPENAI_PREFIX) and not request.path.startswith(VERTEX_PREFIX):
         return OPENAI
     if request.path.startswith(GEMINI_PREFIX):
         return GEMINI

@@ -95,8 +95,13 @@ def split(data: bytes, count: int) -> list[bytes]:
 
 async def create_speech(request: web.Request) -> web.StreamResponse:
     """Stream the speech of `input` in pieces, per settings and directives."""
+    return await speak(request, request[RECORD_KEY].body)
+
+
+async def speak(request: web.Request, body: Any) -> web.StreamResponse:
+    """Answer the speech request `body` (decoded JSON) as OpenAI does."""
     try:
-        speech = convert(json_body(request[RECORD_KEY].body), SpeechRequest)
+        speech = convert(json_body(body), SpeechRequest)
         directives = media_directives([speech.input, speech.instructions or ""], NO_SPEECH_DIRECTIVES)
     except BadRequest as exc:
         return bad_request(exc)
@@ -296,10 +301,12 @@ def transcription_answer(call: Transcription, faults: AnswerDirectives = NO_ANSW
                           "text": shown, "segments": segments(call.seconds), "usage": usage})
 
 
-async def create_transcription(request: web.Request) -> web.StreamResponse:
-    """Transcribe the uploaded file, per settings and directives in the `prompt` field."""
+async def create_transcription(request: web.Request, model: str | None = None) -> web.StreamResponse:
+    """Transcribe the uploaded file, per settings and directives in the `prompt` field; `model`,
+    when given, is the model whatever the ``model`` field says (a cloud's deployment names it)."""
     try:
-        call = transcription_of(*await read_form(request))
+        fields, audio = await read_form(request)
+        call = transcription_of({**fields, "model": model} if model else fields, audio)
         directives = media_directives([call.prompt], NO_ANSWER_DIRECTIVES)
     except BadRequest as exc:
         return bad_request(exc)

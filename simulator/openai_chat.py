@@ -82,8 +82,14 @@ class BadRequest(ValueError):
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     """Serve one chat completion according to settings and in-prompt directives."""
+    return await answer(request, request[RECORD_KEY].body)
+
+
+async def answer(request: web.Request, body: Any, encoder: type[ChunkEncoder] = ChunkEncoder) -> web.StreamResponse:
+    """Answer the chat request `body` (decoded JSON) as OpenAI does; a stream's chunks come from
+    `encoder` (a cloud's subclass may decorate them)."""
     try:
-        chat, texts, directives = parse_chat_request(request[RECORD_KEY].body)
+        chat, texts, directives = parse_chat_request(body)
     except BadRequest as exc:
         return error_response(400, str(exc))
     plan = make_plan(request.app[SETTINGS_KEY], directives, chat.token_limit)
@@ -91,11 +97,11 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return abandoned(request, "disconnected")
     if plan.status is not None:
         return simulated_error(plan.status)
-    media = openai_media_tokens(chat.model, request[RECORD_KEY].body.get("messages") or [])
+    media = openai_media_tokens(chat.model, body.get("messages") or [])
     reply = Reply(_completion_id(), int(time.time()), chat.model, count_prompt_tokens(texts) + media, plan,
                   directives.cache_read or 0, directives)
     if chat.stream:
-        return await _stream(request, reply, chat.include_usage)
+        return await _stream(request, reply, chat.include_usage, encoder)
     return await _respond_json(request, reply)
 
 
@@ -139,9 +145,10 @@ async def respond_json(request: web.Request, plan: Plan, body: dict[str, Any]) -
     return json_response(body)
 
 
-async def _stream(request: web.Request, reply: Reply, include_usage: bool) -> web.StreamResponse:
+async def _stream(request: web.Request, reply: Reply, include_usage: bool,
+                  encoder_type: type[ChunkEncoder]) -> web.StreamResponse:
     """Send the SSE stream; each event is written to the transport as soon as it is produced."""
-    encoder = ChunkEncoder(reply.completion_id, reply.created, reply.model, include_usage)
+    encoder = encoder_type(reply.completion_id, reply.created, reply.model, include_usage)
     response = web.StreamResponse(headers=SSE_HEADERS)
     try:
         await response.prepare(request)

@@ -102,8 +102,13 @@ def embeddings_body(request: EmbeddingRequest, items: list[str | list[int]],
 
 async def create_embeddings(request: web.Request) -> web.StreamResponse:
     """Serve one embeddings request according to settings and in-input directives."""
+    return await answer(request, request[RECORD_KEY].body)
+
+
+async def answer(request: web.Request, body: Any) -> web.StreamResponse:
+    """Answer the embeddings request `body` (decoded JSON) as OpenAI does."""
     try:
-        parsed = convert(json_body(request[RECORD_KEY].body), EmbeddingRequest)
+        parsed = convert(json_body(body), EmbeddingRequest)
         items = inputs_of(parsed.input)
         directives = media_directives((item for item in items if isinstance(item, str)), NO_ANSWER_DIRECTIVES)
     except BadRequest as exc:

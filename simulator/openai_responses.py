@@ -140,8 +140,13 @@ class Answer:
 
 async def responses(request: web.Request) -> web.StreamResponse:
     """Serve one response according to settings and in-prompt directives."""
+    return await answer(request, request[RECORD_KEY].body)
+
+
+async def answer(request: web.Request, body: Any) -> web.StreamResponse:
+    """Answer the Responses request `body` (decoded JSON) as OpenAI does."""
     try:
-        parsed, texts, directives = parse(request[RECORD_KEY].body)
+        parsed, texts, directives = parse(body)
     except BadRequest as exc:
         return error_response(400, str(exc))
     plan = make_plan(request.app[SETTINGS_KEY], directives, parsed.max_output_tokens)

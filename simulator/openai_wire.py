@@ -134,8 +134,12 @@ class ChunkEncoder:
         """The usage chunk: no choices, only ``usage``."""
         return _event({**self._head, "choices": [], "usage": usage})
 
+    def decorate(self, choice: dict[str, Any]) -> dict[str, Any]:
+        """The streamed choice as sent: OpenAI's as it is; a cloud's subclass adds its fields."""
+        return choice
+
     def _choice(self, delta: dict[str, str], finish_reason: str | None) -> bytes:
-        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+        choice = self.decorate({"index": 0, "delta": delta, "finish_reason": finish_reason})
         chunk = {**self._head, "choices": [choice]}
         if self._include_usage:
             chunk["usage"] = None

@@ -1,7 +1,7 @@
-"""The record of provider requests (``/v1/``, ``/v1beta/``) and the ``/_sim/*`` control routes.
+"""The record of provider requests (``/v1/``, ``/v1beta/``, ``/openai/``) and the ``/_sim/*`` control routes.
 
-Every provider request (path under one of RECORDED_PREFIXES, the OpenAI and the
-Gemini route families) is recorded when it arrives (outcome "pending") and settled
+Every provider request (path under one of RECORDED_PREFIXES: the OpenAI, Vertex AI, Gemini and
+Azure OpenAI route families) is recorded when it arrives (outcome "pending") and settled
 exactly once; the first settlement wins, so a handler that knows better (a stream
 that was dropped or whose client left) overrides the middleware's generic verdict.
 
@@ -26,7 +26,7 @@ from simulator.connection import client_gone
 
 Outcome = Literal["completed", "disconnected", "error", "dropped", "pending"]
 
-RECORDED_PREFIXES = ("/v1/", "/v1beta/")
+RECORDED_PREFIXES = ("/v1/", "/v1beta/", "/openai/")  # the last: Azure OpenAI
 # Benchmarks send many requests; keep memory bounded by forgetting the oldest.
 RECORD_LIMIT = 10_000
 
