@@ -3,8 +3,9 @@
 ``POST /token`` (a service account file's ``token_uri`` is ``{simulator}/token``) takes the form
 ``grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer&assertion=<JWT>`` and verifies the JWT
 as Google does: RS256 signed by `cloud_credentials.SERVICE_ACCOUNT_PRIVATE_KEY`, header ``kid`` =
-SERVICE_ACCOUNT_KEY_ID, ``iss`` = SERVICE_ACCOUNT_EMAIL, ``aud`` = the URL it was posted to,
-``exp - iat`` at most an hour and not expired, ``scope`` holding CLOUD_PLATFORM_SCOPE. It answers
+SERVICE_ACCOUNT_KEY_ID, ``iss`` = SERVICE_ACCOUNT_EMAIL, ``aud`` = Google's token URI
+``https://oauth2.googleapis.com/token`` (what google-auth signs, whatever ``token_uri`` says) or the
+URL it was posted to, ``exp - iat`` at most an hour and not expired, ``scope`` holding CLOUD_PLATFORM_SCOPE. It answers
 ``{"access_token": "ya29.sim-...", "expires_in": N, "token_type": "Bearer"}``, or 400
 ``{"error": "invalid_grant", "error_description": ...}``.
 
@@ -30,6 +31,7 @@ from simulator.cloud_credentials import SERVICE_ACCOUNT_EMAIL, SERVICE_ACCOUNT_K
 TOKEN_PATH = "/token"
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
 DEFAULT_LIFETIME_S = 3600
 MAX_ASSERTION_S = 3600
 CLOCK_SKEW_S = 60
@@ -79,8 +81,8 @@ class InvalidGrant(ValueError):
     """An assertion Google would refuse; the message says why."""
 
 
-def verify_assertion(assertion: str, audience: str, now: float | None = None) -> dict[str, Any]:
-    """The claims of a service account's JWT `assertion` posted to `audience`; InvalidGrant
+def verify_assertion(assertion: str, audience: list[str], now: float | None = None) -> dict[str, Any]:
+    """The claims of a service account's JWT `assertion` for one of `audience`; InvalidGrant
     when its signature, key id, issuer, audience, times or scope are wrong."""
     try:
         header = jwt.decode_header(assertion)
@@ -124,7 +126,7 @@ async def token(request: web.Request) -> web.Response:
     if form.get("grant_type") != JWT_BEARER:
         body = {"error": "unsupported_grant_type", "error_description": "Invalid grant_type."}
         return web.Response(status=400, body=orjson.dumps(body), content_type="application/json")
-    audience = f"{request.scheme}://{request.host}{request.path}"
+    audience = [GOOGLE_TOKEN_URI, f"{request.scheme}://{request.host}{request.path}"]
     try:
         verify_assertion(str(form.get("assertion", "")), audience)
     except InvalidGrant as exc:

@@ -14,7 +14,8 @@ NOT_FOUND (all in Google's ``{"error": {"code", "message", "status"}}``). ``{reg
 
 Gemini's bodies and answers are the Gemini API's (`gemini_chat`: its directives, ``[sim:cached=N]``
 and ``[sim:thoughts=N]`` included). Claude's body is Anthropic's Messages body without ``model``
-(400 if present) and with ``"anthropic_version": "vertex-2023-10-16"`` (400 if missing or other);
+(400 if present) and with ``"anthropic_version": "vertex-2023-10-16"`` (400 if missing or other;
+a dated API version ``YYYY-MM-DD`` passes too, as the anthropic SDK's AnthropicVertex now sends its own);
 no ``anthropic-version`` header is needed. The answer is Anthropic's (`anthropic_messages`), its
 ``model`` the URL's; streamRawPredict streams Anthropic's SSE events whatever ``stream`` says, and
 rawPredict answers JSON. Requests are recorded under their path (`vertex_call` reads it back).
@@ -33,6 +34,7 @@ from simulator.recording import RECORD_KEY
 
 MODELS_ROUTE = "/v1/projects/{project}/locations/{region}/publishers/{publisher}/models/{model_action}"
 ANTHROPIC_VERSION = "vertex-2023-10-16"
+_DATED_VERSION = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 CLAUDE_ACTIONS = frozenset({"rawPredict", "streamRawPredict"})
 UNAUTHENTICATED = ("Request had invalid authentication credentials. Expected OAuth 2 access token, login"
                    " cookie or other valid authentication credential. See"
@@ -88,7 +90,8 @@ def claude_body(body: Any, model: str, *, stream: bool) -> dict[str, Any]:
         raise anthropic_wire.BadRequest("There was an error parsing the body of your request as JSON.")
     if "model" in body:
         raise anthropic_wire.BadRequest("model: Extra inputs are not permitted")
-    if body.get("anthropic_version") != ANTHROPIC_VERSION:
+    version = body.get("anthropic_version")
+    if version != ANTHROPIC_VERSION and not (isinstance(version, str) and _DATED_VERSION.match(version)):
         raise anthropic_wire.BadRequest(f"anthropic_version: Input should be '{ANTHROPIC_VERSION}'")
     messages = {name: value for name, value in body.items() if name != "anthropic_version"}
     return {**messages, "model": model, "stream": stream}
