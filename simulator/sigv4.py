@@ -83,25 +83,26 @@ def verify(method: str, url: str, headers: Mapping[str, str], body: bytes,
            now: datetime.datetime | None = None) -> Verified:
     """Check the SigV4 signature of a request; `url` is scheme, host and the path and query
     exactly as sent (raw). Raises SigV4Error with AWS's error name when AWS would refuse it."""
-    scope = parse_authorization(headers.get("Authorization", ""))
-    token = _check_credentials(scope, headers)
-    amz_date = headers.get("X-Amz-Date", "")
+    lowered = {name.lower(): value for name, value in headers.items()}  # HTTP names are case-blind
+    scope = parse_authorization(lowered.get("authorization", ""))
+    token = _check_credentials(scope, lowered)
+    amz_date = lowered.get("x-amz-date", "")
     _check_date(amz_date, scope, now or datetime.datetime.now(datetime.UTC))
-    _check_payload_hash(headers, body)
-    expected = signature(method, url, headers, body, scope, amz_date, token)
+    _check_payload_hash(lowered, body)
+    expected = signature(method, url, lowered, body, scope, amz_date, token)
     if not hmac.compare_digest(expected, scope.signature):
         raise SigV4Error("InvalidSignatureException", MISMATCH)
     return Verified(scope.access_key_id, scope.region, scope.service, token is not None)
 
 
-def _check_credentials(scope: Scope, headers: Mapping[str, str]) -> str | None:
+def _check_credentials(scope: Scope, headers: dict[str, str]) -> str | None:
     """The session token sent (None: the key pair alone), after checking key, service and token."""
     if scope.access_key_id != AWS_ACCESS_KEY_ID:
         raise SigV4Error("UnrecognizedClientException", "The security token included in the request is invalid.")
     if scope.service != SERVICE:
         raise SigV4Error("InvalidSignatureException",
                          f"Credential should be scoped to correct service: '{SERVICE}'.")
-    token = headers.get("X-Amz-Security-Token")
+    token = headers.get("x-amz-security-token")
     if token is not None and not hmac.compare_digest(token, AWS_SESSION_TOKEN):
         raise SigV4Error("UnrecognizedClientException", "The security token included in the request is invalid.")
     return token
@@ -124,17 +125,18 @@ def _check_date(amz_date: str, scope: Scope, now: datetime.datetime) -> None:
                          f"{(now - MAX_SKEW).strftime(AMZ_DATE_FORMAT)}.")
 
 
-def _check_payload_hash(headers: Mapping[str, str], body: bytes) -> None:
-    claimed = headers.get("X-Amz-Content-SHA256")
+def _check_payload_hash(headers: dict[str, str], body: bytes) -> None:
+    claimed = headers.get("x-amz-content-sha256")
     if claimed is not None and claimed != UNSIGNED_PAYLOAD and claimed != hashlib.sha256(body).hexdigest():
         raise SigV4Error("InvalidSignatureException",
                          "The provided 'x-amz-content-sha256' header does not match what was computed.")
 
 
-def signature(method: str, url: str, headers: Mapping[str, str], body: bytes, scope: Scope,
+def signature(method: str, url: str, headers: dict[str, str], body: bytes, scope: Scope,
               amz_date: str, token: str | None) -> str:
-    """The hex signature botocore computes for this request with the known secret."""
-    signed = {name: headers.get(name, "") for name in scope.signed_headers}
+    """The hex signature botocore computes for this request with the known secret (`headers`
+    lower-cased; a signed ``host`` that is absent is taken from `url`, as botocore does)."""
+    signed = {name: headers.get(name, "") for name in scope.signed_headers if name != "host" or name in headers}
     request = AWSRequest(method=method, url=url, headers=signed, data=body)
     request.context["timestamp"] = amz_date
     signer = SigV4Auth(Credentials(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, token), scope.service, scope.region)

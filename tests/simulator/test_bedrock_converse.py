@@ -21,8 +21,9 @@ def png(width: int, height: int) -> bytes:
 
 async def test_text_answer_and_its_usage(make_client):
     client = await make_client()
-    answer = await call(bedrock(sim_url(client)).converse, modelId=SONNET, messages=user("one two three [sim:tokens=5]"),
-                        system=[{"text": "be brief"}], inferenceConfig={"maxTokens": 100, "temperature": 0.5})
+    answer = await call(bedrock(sim_url(client)).converse, modelId=SONNET,
+                        messages=user("one two three [sim:tokens=5]"), system=[{"text": "be brief"}],
+                        inferenceConfig={"maxTokens": 100, "temperature": 0.5})
     assert answer["output"] == {"message": {"role": "assistant", "content": [{"text": completion_text(5)}]}}
     assert answer["stopReason"] == "end_turn"
     assert answer["usage"] == {"inputTokens": (2 + 4) + (4 + 4), "outputTokens": 5, "totalTokens": 19,
@@ -86,7 +87,8 @@ async def test_the_tool_directive_names_the_tool_and_auto_calls_none(make_client
 async def test_tool_results_and_images_count_as_prompt(make_client):
     client = await make_client()
     messages = [
-        {"role": "user", "content": [{"text": "look"}, {"image": {"format": "png", "source": {"bytes": png(750, 100)}}}]},
+        {"role": "user", "content": [{"text": "look"},
+                                     {"image": {"format": "png", "source": {"bytes": png(750, 100)}}}]},
         {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "get_weather", "input": {}}}]},
         {"role": "user", "content": [{"toolResult": {"toolUseId": "t1", "status": "success",
                                                      "content": [{"text": "sunny and warm"}, {"json": {"c": 20}}]}}]},
