@@ -23,6 +23,7 @@ from typing import Annotated, Any
 import msgspec
 import orjson
 from aiohttp import web
+from cryptography.hazmat.primitives import serialization
 from google.auth import exceptions as google_exceptions
 from google.auth import jwt
 
@@ -39,8 +40,6 @@ CLOCK_SKEW_S = 60
 
 def _public_key_pem(private_pem: str) -> bytes:
     """The PEM of the public half of `private_pem`."""
-    from cryptography.hazmat.primitives import serialization
-
     key = serialization.load_pem_private_key(private_pem.encode(), password=None)
     return key.public_key().public_bytes(serialization.Encoding.PEM,
                                          serialization.PublicFormat.SubjectPublicKeyInfo)
