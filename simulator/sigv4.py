@@ -27,6 +27,9 @@ ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "bedrock"
 MAX_SKEW = datetime.timedelta(minutes=5)
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
+# A session token the simulator treats as expired (ExpiredTokenException), so that a client's
+# credential refresh can be tested; any other token but AWS_SESSION_TOKEN is unrecognized.
+EXPIRED_SESSION_TOKEN = "sim-expired-session-token"
 AMZ_DATE_FORMAT = "%Y%m%dT%H%M%SZ"
 MISMATCH = ("The request signature we calculated does not match the signature you provided. "
             "Check your AWS Secret Access Key and signing method. Consult the service documentation for details.")
@@ -103,6 +106,8 @@ def _check_credentials(scope: Scope, headers: dict[str, str]) -> str | None:
         raise SigV4Error("InvalidSignatureException",
                          f"Credential should be scoped to correct service: '{SERVICE}'.")
     token = headers.get("x-amz-security-token")
+    if token == EXPIRED_SESSION_TOKEN:
+        raise SigV4Error("ExpiredTokenException", "The security token included in the request is expired")
     if token is not None and not hmac.compare_digest(token, AWS_SESSION_TOKEN):
         raise SigV4Error("UnrecognizedClientException", "The security token included in the request is invalid.")
     return token
@@ -120,7 +125,7 @@ def _check_date(amz_date: str, scope: Scope, now: datetime.datetime) -> None:
                          "version of date from HTTP")
     if abs(now - signed_at) > MAX_SKEW:
         # AWS answers a stale signature with InvalidSignatureException "Signature expired"; an
-        # expired session token (which a fixed test token never is) with ExpiredTokenException.
+        # expired session token (EXPIRED_SESSION_TOKEN here) with ExpiredTokenException.
         raise SigV4Error("InvalidSignatureException", f"Signature expired: {amz_date} is now earlier than "
                          f"{(now - MAX_SKEW).strftime(AMZ_DATE_FORMAT)}.")
 

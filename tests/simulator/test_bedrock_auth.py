@@ -69,8 +69,9 @@ async def test_a_wrong_secret_is_an_invalid_signature(make_client):
 @pytest.mark.parametrize(("options", "code"), [
     ({"key": "AKIDUNKNOWN"}, "UnrecognizedClientException"),
     ({"token": "stolen-token"}, "UnrecognizedClientException"),
+    ({"token": sigv4.EXPIRED_SESSION_TOKEN}, "ExpiredTokenException"),
 ])
-async def test_unknown_credentials_are_unrecognized(make_client, options, code):
+async def test_unknown_or_expired_credentials_are_refused(make_client, options, code):
     client = await make_client()
     response = await refusal(client, **options)
     assert response["Error"]["Code"] == code and response["ResponseMetadata"]["HTTPStatusCode"] == 403

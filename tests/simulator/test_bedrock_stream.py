@@ -164,3 +164,14 @@ def test_the_encoder_writes_what_botocore_reads():
                              ":message-type": "exception"}
     assert orjson.loads(first.payload) == {"message": "slow down"}
     assert second.headers[":event-type"] == "messageStop" and orjson.loads(second.payload) == {"a": 1}
+
+
+async def test_a_hostile_stream_spoils_usage_and_ends_without_its_closing_events(make_client):
+    client = await make_client()
+    sim = bedrock(sim_url(client))
+    spoiled = await stream_events(sim, modelId=SONNET, messages=user("hi [sim:tokens=2] [sim:usage=negative]"))
+    assert spoiled[-1]["metadata"]["usage"]["inputTokens"] == -50_000_000
+    cut = await stream_events(sim, modelId=SONNET, messages=user("hi [sim:tokens=2] [sim:no_end]"))
+    assert names(cut) == ["messageStart", "contentBlockDelta", "contentBlockDelta", "contentBlockStop"]
+    answer = await call(sim.converse, modelId=SONNET, messages=user("hi [sim:usage=cached_over]"))
+    assert answer["usage"]["cacheReadInputTokens"] > answer["usage"]["inputTokens"]
