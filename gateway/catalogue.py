@@ -47,11 +47,16 @@ class TopProvider(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     is_moderated: bool
 
 
-class ProviderPricing(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class ProviderPricing(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """One provider's prices for a model. The cache prices are optional: absent, the model's
+    (`Pricing`) apply, so the same model is billed at each cloud's own cache rates where stated."""
+
     prompt: str
     completion: str
     image: str
     audio_music_per_generation: str
+    input_cache_read: str | None = None
+    input_cache_write: str | None = None
 
 
 class ProviderEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
@@ -206,7 +211,8 @@ def _check_prices(record: ModelRecord) -> None:
         _price(record.id, f"pricing.{field}", getattr(record.pricing, field))
     for i, entry in enumerate(record.providers):
         for field in ProviderPricing.__struct_fields__:
-            _price(record.id, f"providers[{i}].pricing.{field}", getattr(entry.pricing, field))
+            if (text := getattr(entry.pricing, field)) is not None:
+                _price(record.id, f"providers[{i}].pricing.{field}", text)
 
 
 def _decode_record(raw: msgspec.Raw, index: int) -> ModelRecord:
@@ -233,9 +239,11 @@ def _check_whole_limit(record: ModelRecord, name: str) -> None:
 
 
 def _resolved(record: ModelRecord, entry: ProviderEntry) -> Resolved:
-    """The record served by `entry`, with that provider's prices parsed."""
-    prompt, read, write = (Decimal(entry.pricing.prompt), Decimal(record.pricing.input_cache_read),
-                           Decimal(record.pricing.input_cache_write))
+    """The record served by `entry`, with that provider's prices parsed (its cache prices where
+    it states them, else the model's)."""
+    prompt = Decimal(entry.pricing.prompt)
+    read = Decimal(_or(entry.pricing.input_cache_read, record.pricing.input_cache_read))
+    write = Decimal(_or(entry.pricing.input_cache_write, record.pricing.input_cache_write))
     prices = Prices(
         prompt=prompt,
         completion=Decimal(entry.pricing.completion),
@@ -248,25 +256,40 @@ def _resolved(record: ModelRecord, entry: ProviderEntry) -> Resolved:
     return Resolved(record=record, provider=entry, prices=prices)
 
 
+def _or(stated: str | None, fallback: str) -> str:
+    return fallback if stated is None else stated
+
+
 def _resolutions(record: ModelRecord) -> list[tuple[str, tuple[Resolved, ...]]]:
     """All lookup keys for a record: a bare id or alias names every provider entry (in the file's
-    order, its priority); "provider/name" names that provider's alone (pinned)."""
+    order, its priority); "provider/name" names that provider's entries (pinned; a cloud may
+    serve a model under several ids, such as Bedrock's inference profiles)."""
     names = (record.id, *record.aliases)
     served = tuple(_resolved(record, entry) for entry in record.providers)
     pairs = [(name, served) for name in names]
-    for resolved in served:
-        pairs.extend((f"{resolved.provider_id}/{name}", (resolved,)) for name in names)
+    for provider_id in dict.fromkeys(resolved.provider_id for resolved in served):
+        own = tuple(resolved for resolved in served if resolved.provider_id == provider_id)
+        pairs.extend((f"{provider_id}/{name}", own) for name in names)
     return pairs
 
 
+def _upstream_names(record: ModelRecord, served: tuple[Resolved, ...]) -> list[tuple[str, tuple[Resolved, ...]]]:
+    """"provider/upstream id" for each entry: one inference profile or deployment exactly."""
+    return [(f"{resolved.provider_id}/{resolved.upstream_model}", (resolved,)) for resolved in served]
+
+
 def _build_index(records: tuple[ModelRecord, ...]) -> Mapping[str, tuple[Resolved, ...]]:
-    """Key every resolvable name; a name claimed twice is a catalogue error."""
+    """Key every resolvable name; a name claimed twice is a catalogue error. The upstream ids come
+    last and only where no name claims them (an operator's file may list one upstream twice)."""
     index: dict[str, tuple[Resolved, ...]] = {}
     for record in records:
         for key, served in _resolutions(record):
             holder = index.get(key)
             if holder is not None and holder[0].record is not record:
                 raise _error(record.id, "aliases", f"name {key!r} already belongs to {holder[0].model_id!r}")
+            index.setdefault(key, served)
+    for record in records:
+        for key, served in _upstream_names(record, index[record.id]):
             index.setdefault(key, served)
     return MappingProxyType(index)
 

@@ -165,24 +165,44 @@ class TelemetryConfig(Section, frozen=True):
     capture_content: bool = False  # prompt and answer text on spans: only when the operator says so
 
 
-Protocol = Literal["openai", "anthropic", "google"]
+Protocol = Literal["openai", "anthropic", "google", "bedrock", "vertex", "azure"]
+# A cloud region goes into a host name and a path: letters, digits and dashes only.
+REGION = re.compile(r"[a-z0-9][a-z0-9-]*")
 
 
 class ProviderConfig(Section, frozen=True):
     """One upstream, `[providers.<id>]`: the wire protocol it speaks and where it is. `headers`
-    and `query` are sent with every request (an OpenAI-compatible host's or Azure's extras)."""
+    and `query` are sent with every request (an OpenAI-compatible host's extras). The clouds add
+    their own keys: `region` (bedrock, vertex), `project` (vertex), `api_version` and Entra ID's
+    `tenant_id`, `client_id`, `client_secret`, `authority_host` (azure)."""
 
     protocol: Protocol
-    base_url: str
+    base_url: str = ""  # empty: the protocol's own (bedrock and vertex, from the region); else required
     api_key: str = ""
     timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0  # longest silence from upstream
     headers: dict[str, str] = {}
     query: dict[str, str] = {}
+    region: str = ""  # bedrock: us-east-1 when empty; vertex: us-east5 when empty, or "global"
+    project: str = ""  # vertex: empty takes the project of the Application Default Credentials
+    credentials_file: str = ""  # vertex: a service account file; empty: Application Default Credentials
+    api_version: str = ""  # azure: set, the deployments path with ?api-version=; empty, the v1 API
+    tenant_id: str = ""  # azure: Entra ID client credentials, all three (checked by the adapter) or none
+    client_id: str = ""
+    client_secret: str = ""
+    authority_host: str = ""  # azure: empty, https://login.microsoftonline.com
+
+    def __post_init__(self) -> None:
+        if self.region and not REGION.fullmatch(self.region):
+            raise ValueError(f"region {self.region!r} must be lower-case letters, digits and '-'")
+        if not self.base_url and self.protocol not in ("bedrock", "vertex", "azure"):
+            raise ValueError(f"a {self.protocol} provider needs a base_url")
 
 
 def _shipped_providers() -> dict[str, ProviderConfig]:
     """The providers every gateway knows unless its file says otherwise. `groq` and
-    `openrouter` are the shipped catalogue's second providers of the open-weight models."""
+    `openrouter` are the shipped catalogue's second providers of the open-weight models; the
+    clouds serve the shipped catalogue's Claude, Gemini, GPT and Titan rows, each with its
+    credentials from where that cloud's own tools find them (an Azure resource needs base_url)."""
     return {
         "openai": ProviderConfig(protocol="openai", base_url="https://api.openai.com/v1",
                                  api_key="env:OPENAI_API_KEY"),
@@ -194,6 +214,10 @@ def _shipped_providers() -> dict[str, ProviderConfig]:
                                api_key="env:GROQ_API_KEY"),
         "openrouter": ProviderConfig(protocol="openai", base_url="https://openrouter.ai/api/v1",
                                      api_key="env:OPENROUTER_API_KEY"),
+        "bedrock": ProviderConfig(protocol="bedrock", region="us-east-1", api_key="env:AWS_BEARER_TOKEN_BEDROCK"),
+        "vertex": ProviderConfig(protocol="vertex", region="us-east5", project="env:GOOGLE_CLOUD_PROJECT"),
+        "azure": ProviderConfig(protocol="azure", base_url="env:AZURE_OPENAI_BASE_URL",
+                                api_key="env:AZURE_OPENAI_API_KEY"),
     }
 
 

@@ -19,7 +19,7 @@ from gateway.config import ProviderConfig
 REDACTED = "[redacted]"
 # Shorter values are no credential worth the name, and removing them would garble ordinary text.
 MIN_KEY_CHARS = 8
-CREDENTIAL_HEADERS = ("Authorization", "x-api-key", "x-goog-api-key")
+CREDENTIAL_HEADERS = ("Authorization", "x-api-key", "x-goog-api-key", "api-key", "X-Amz-Security-Token")
 # Our keys (gwk_...), OpenAI-style keys (sk-...), Google keys (AIza...), and bearer tokens.
 _SHAPED = re.compile(r"(gwk_[A-Za-z0-9_-]{8,}|sk-[A-Za-z0-9_-]{8,}|AIza[0-9A-Za-z_-]{20,}|"
                      r"(?i:bearer)\s+\S+)")
@@ -53,8 +53,8 @@ def redact(text: str, forms: Iterable[str]) -> str:
 
 
 def keys_sent(headers: Mapping[str, str], query: Mapping[str, str] | None = None) -> list[str]:
-    """The credentials a request to a provider carried: the bearer token, `x-api-key`,
-    `x-goog-api-key`, and Gemini's `?key=`."""
+    """The credentials a request to a provider carried: the bearer token (or a SigV4 signature),
+    `x-api-key`, `x-goog-api-key`, Azure's `api-key`, an AWS session token, and Gemini's `?key=`."""
     values = [headers.get(name, "") for name in CREDENTIAL_HEADERS] + [(query or {}).get("key", "")]
     scheme, _, token = values[0].partition(" ")
     values[0] = token if scheme.lower() == "bearer" else values[0]
@@ -70,9 +70,9 @@ class Redactor:
 
     @classmethod
     def for_providers(cls, providers: Mapping[str, ProviderConfig]) -> "Redactor":
-        """Every configured key, and every extra header's value (an Azure `api-key`, say)."""
+        """Every configured key and Entra ID client secret, and every extra header's value."""
         return cls(secret for provider in providers.values()
-                   for secret in (provider.api_key, *provider.headers.values()))
+                   for secret in (provider.api_key, provider.client_secret, *provider.headers.values()))
 
     def including(self, *request_keys: str) -> "Redactor":
         """This redactor, also removing `request_keys` (such as an organization's BYOK key)."""

@@ -222,8 +222,19 @@ def gemini_tiles(width: int, height: int) -> int:
     return max(-(-width // tile) * -(-height // tile), -(-width // crop) * -(-height // crop))
 
 
+def bedrock(model: str, media: Media) -> int | None:
+    """Claude on Bedrock bills media as Anthropic does; other Bedrock models count a context."""
+    return anthropic(model, media) if "anthropic." in model else None
+
+
+def vertex(model: str, media: Media) -> int | None:
+    """Vertex serves Claude (ids starting `claude`, billed as Anthropic) and Gemini."""
+    return anthropic(model, media) if model.startswith("claude") else google(model, media)
+
+
 RULES: Mapping[str, Callable[[str, Media], int | None]] = MappingProxyType(
-    {"openai": openai, "anthropic": anthropic, "google": google})
+    {"openai": openai, "azure": openai, "anthropic": anthropic, "google": google, "bedrock": bedrock,
+     "vertex": vertex})
 
 
 def bound(protocol: str | None, upstream_model: str, part: dict) -> int | None:

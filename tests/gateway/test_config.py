@@ -199,6 +199,17 @@ ENV_OVERRIDES = [
     ("GATEWAY_CATALOGUE_PATH", "/srv/cat.json", "catalogue.path", "/srv/cat.json"),
     *[(f"GATEWAY_PROVIDERS_{name.upper()}_PROTOCOL", "anthropic", f"providers.{name}.protocol", "anthropic")
       for name in ("openai", "anthropic", "google", "groq", "openrouter")],
+    *[(f"GATEWAY_PROVIDERS_{name.upper()}_PROTOCOL", "azure", f"providers.{name}.protocol", "azure")
+      for name in ("bedrock", "vertex", "azure")],
+    *[(f"GATEWAY_PROVIDERS_{name.upper()}_{key.upper()}", text, f"providers.{name}.{key}", expected)
+      for name in ("bedrock", "vertex", "azure")
+      for key, text, expected in (("base_url", "http://sim:5", "http://sim:5"), ("api_key", "k-2", "k-2"),
+                                  ("timeout_s", "4", 4.0))],
+    *[(f"GATEWAY_PROVIDERS_{name.upper()}_{key.upper()}", text, f"providers.{name}.{key}", text)
+      for name in ("openai", "anthropic", "google", "groq", "openrouter", "bedrock", "vertex", "azure")
+      for key, text in (("region", "eu-west-1"), ("project", "proj-7"), ("credentials_file", "/srv/sa.json"),
+                        ("api_version", "2024-10-21"), ("tenant_id", "t-1"), ("client_id", "c-1"),
+                        ("client_secret", "s-1"), ("authority_host", "https://login.example"))],
     *[(f"GATEWAY_PROVIDERS_{name.upper()}_{key.upper()}", text, f"providers.{name}.{key}", expected)
       for name in ("groq", "openrouter")
       for key, text, expected in (("base_url", "http://sim:4/v1", "http://sim:4/v1"), ("api_key", "k-1", "k-1"),
@@ -261,7 +272,8 @@ query = { api-version = "2024-10-21" }
     azure = config.providers["azure-eu"]
     assert (azure.protocol, azure.headers, azure.query) == ("openai", {"api-key": "az-secret"},
                                                             {"api-version": "2024-10-21"})
-    assert set(config.providers) == {"openai", "anthropic", "google", "groq", "openrouter", "azure-eu"}
+    assert set(config.providers) == {"openai", "anthropic", "google", "groq", "openrouter", "bedrock", "vertex",
+                                     "azure", "azure-eu"}
 
 
 def test_a_provider_declared_by_variables_alone_needs_its_protocol():
