@@ -14,7 +14,7 @@ from gateway.app import create_app
 from gateway.config import Config, ProviderConfig
 from gateway.edge.state import LEDGER
 from ledger.money import from_nano
-from tests.support import PROVIDER_KEY, S3_CREDENTIALS, postgres_schema, postgres_url
+from tests.support import S3_CREDENTIALS, cloud_provider, postgres_schema, postgres_url
 from simulator.app import create_app as create_simulator
 from simulator.settings import Settings
 from tests.tcp_proxy import proxied_service
@@ -69,10 +69,9 @@ def config(tmp_path, sim_url) -> Config:
 
 
 def at_simulator(providers: dict[str, ProviderConfig], sim_url: str) -> dict[str, ProviderConfig]:
-    """Every provider of `providers` served by the simulator at `sim_url`, by its protocol."""
-    return {name: ProviderConfig(protocol=provider.protocol, api_key=PROVIDER_KEY, timeout_s=5,
-                                 base_url=f"{sim_url}/v1" if provider.protocol == "openai" else sim_url)
-            for name, provider in providers.items()}
+    """Every provider of `providers` served by the simulator at `sim_url`, by its protocol (the
+    clouds with the credentials the simulator checks: tests.support.cloud_provider)."""
+    return {name: cloud_provider(provider.protocol, sim_url, timeout_s=5) for name, provider in providers.items()}
 
 
 class Gateway:

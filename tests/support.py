@@ -2,6 +2,8 @@
 
 import asyncio
 import contextlib
+import hashlib
+import tempfile
 import json
 import os
 import subprocess
@@ -11,13 +13,49 @@ from collections.abc import AsyncIterator
 from typing import Any
 import socket
 from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import aiohttp
 import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+if TYPE_CHECKING:
+    from gateway.config import ProviderConfig
+
 PROVIDER_KEY = "sk-sim-provider-secret-0123456789"
+
+
+def service_account_file(sim_url: str) -> str:
+    """A service account file whose tokens come from the simulator at `sim_url` (one per
+    simulator, in the temp dir: what google-auth reads from GOOGLE_APPLICATION_CREDENTIALS)."""
+    from simulator.cloud_credentials import service_account_info
+    path = Path(tempfile.gettempdir()) / f"gateway-test-sa-{hashlib.sha256(sim_url.encode()).hexdigest()[:16]}.json"
+    if not path.exists():
+        staged = path.with_suffix(f".{uuid.uuid4().hex}")
+        staged.write_text(json.dumps(service_account_info(f"{sim_url}/token")))
+        staged.replace(path)  # whole or not at all: tests in other processes may read it at once
+    return str(path)
+
+
+def cloud_provider(protocol: str, sim_url: str, **options: Any) -> "ProviderConfig":
+    """A provider of `protocol` served by the simulator at `sim_url`, with the credentials it
+    checks: a bearer key (openai, anthropic, google, bedrock), a service account (vertex), Azure's
+    api-key (azure, the v1 API)."""
+    from gateway.config import ProviderConfig
+    from simulator.cloud_credentials import AZURE_API_KEY, GOOGLE_PROJECT
+    match protocol:
+        case "openai":
+            return ProviderConfig(protocol="openai", base_url=f"{sim_url}/v1", api_key=PROVIDER_KEY, **options)
+        case "vertex":
+            return ProviderConfig(protocol="vertex", base_url=sim_url, project=GOOGLE_PROJECT, region="us-east5",
+                                  credentials_file=service_account_file(sim_url), **options)
+        case "azure":
+            return ProviderConfig(protocol="azure", base_url=f"{sim_url}/openai/v1", api_key=AZURE_API_KEY,
+                                  **options)
+        case _:
+            return ProviderConfig(protocol=protocol, base_url=sim_url, api_key=PROVIDER_KEY, **options)
 
 
 def postgres_url(port: int = 5432, schema: str = "") -> str:
@@ -32,7 +70,10 @@ def postgres_url(port: int = 5432, schema: str = "") -> str:
 POSTGRES_DSN = postgres_url()
 IN_CI = os.environ.get("CI", "").lower() == "true"
 # Variables of the environment that would change what a gateway or sweeper under test does.
-_PROVIDER_SECRETS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY")
+_PROVIDER_SECRETS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "AWS_ACCESS_KEY_ID",
+                     "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK",
+                     "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "AZURE_OPENAI_API_KEY",
+                     "AZURE_OPENAI_BASE_URL")
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -17,7 +17,7 @@ RENEW_BEFORE_S = 300.0
 class Lapsing(Generic[T]):
     """A credential and the monotonic instant it lapses."""
 
-    __slots__ = ("value", "lapses_at")
+    __slots__ = ("lapses_at", "value")
 
     def __init__(self, value: T, lapses_at: float) -> None:
         self.value = value
