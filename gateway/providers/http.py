@@ -1,11 +1,12 @@
 """The HTTP plumbing adapters share: one pooled session, errors turned into UpstreamError."""
 
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 import aiohttp
 import msgspec
+import yarl
 
 from gateway.config import ProviderConfig
 from gateway.edge.errors import UpstreamError
@@ -50,23 +51,29 @@ async def post_json(upstream: Upstream, provider: str, url: str, body: dict,
     return await post(upstream, provider, url, encode(body), headers, timeout)
 
 
-async def post(upstream: Upstream, provider: str, url: str, data: bytes | AsyncIterator[bytes],
-               headers: dict[str, str], timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
-    """POST `data` (bytes, or chunks produced while it is sent); the open 200 response, or
-    UpstreamError describing the failure. The time to the response headers is observed here,
-    not by aiohttp request tracing, which costs several coroutines per request."""
+Refusal = Callable[[str, aiohttp.ClientResponse], Awaitable[UpstreamError]]
+
+
+async def post(upstream: Upstream, provider: str, url: str | yarl.URL, data: bytes | AsyncIterator[bytes],
+               headers: dict[str, str], timeout: aiohttp.ClientTimeout, *,
+               refused: "Refusal | None" = None) -> aiohttp.ClientResponse:
+    """POST `data` (bytes, or chunks produced while it is sent) to `url` (a yarl.URL is sent as it
+    is encoded: a signed path must not be re-encoded); the open 200 response, or UpstreamError
+    describing the failure (`refused` reads an error answer: `error_from` unless the protocol
+    reads its own). The time to the response headers is observed here, not by aiohttp request
+    tracing, which costs several coroutines per request."""
     if upstream.tracing is None:
-        return await _post(upstream, provider, url, data, headers, timeout)
-    return await _traced(upstream.tracing, upstream, provider, url, data, headers, timeout)
+        return await _post(upstream, provider, url, data, headers, timeout, refused or error_from)
+    return await _traced(upstream.tracing, upstream, provider, url, data, headers, timeout, refused or error_from)
 
 
-async def _traced(tracing: "Tracing", upstream: Upstream, provider: str, url: str,
+async def _traced(tracing: "Tracing", upstream: Upstream, provider: str, url: str | yarl.URL,
                   data: bytes | AsyncIterator[bytes], headers: dict[str, str],
-                  timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+                  timeout: aiohttp.ClientTimeout, refused: Refusal) -> aiohttp.ClientResponse:
     """`_post` as a client span (to the response headers), its trace context sent upstream."""
-    span = tracing.attempt_span(provider, url)
+    span = tracing.attempt_span(provider, str(url))
     try:
-        response = await _post(upstream, provider, url, data, tracing.propagated(span, headers), timeout)
+        response = await _post(upstream, provider, url, data, tracing.propagated(span, headers), timeout, refused)
     except UpstreamError as exc:
         tracing.ended_attempt(span, exc.status, exc.reason)
         raise
@@ -77,8 +84,8 @@ async def _traced(tracing: "Tracing", upstream: Upstream, provider: str, url: st
     return response
 
 
-async def _post(upstream: Upstream, provider: str, url: str, data: bytes | AsyncIterator[bytes],
-                headers: dict[str, str], timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+async def _post(upstream: Upstream, provider: str, url: str | yarl.URL, data: bytes | AsyncIterator[bytes],
+                headers: dict[str, str], timeout: aiohttp.ClientTimeout, refused: Refusal) -> aiohttp.ClientResponse:
     started = time.monotonic()
     try:
         response = await upstream.session.post(url, data=data, headers=upstream.with_extras(headers),
@@ -90,7 +97,7 @@ async def _post(upstream: Upstream, provider: str, url: str, data: bytes | Async
         raise UpstreamError(502, f"{provider} connection failed: {type(exc).__name__}", reason="connection") from None
     upstream.observe(provider, response.status, time.monotonic() - started)
     if response.status >= 300:
-        raise await error_from(provider, response)
+        raise await refused(provider, response)
     return response
 
 
