@@ -14,6 +14,7 @@ valid SigV4 signature. ``GET /_sim/bedrock/requests`` lists how each request aut
 
 from aiohttp import web
 
+from simulator import aws_container
 from simulator.bedrock_access import add_access, guarded
 from simulator.bedrock_converse import converse_handler
 from simulator.bedrock_invoke import invoke
@@ -24,6 +25,7 @@ MODEL = "/model/{model_id:.*}"
 def add_routes(app: web.Application) -> None:
     """Register Bedrock Runtime's routes and the auth log on `app`."""
     add_access(app)
+    aws_container.add_routes(app)  # the credential chain's container source, for signing clients
     app.router.add_post(MODEL + "/converse", guarded("Converse", converse_handler(stream=False)))
     app.router.add_post(MODEL + "/converse-stream", guarded("ConverseStream", converse_handler(stream=True)))
     app.router.add_post(MODEL + "/invoke", guarded("InvokeModel", invoke))

@@ -59,6 +59,11 @@ def answers(body: dict, name: str) -> int:
     return number
 
 
+def completion_id(request_id: str) -> str:
+    """The `chat.completion` id of a request whose provider names none of its own."""
+    return f"chatcmpl-{request_id}"
+
+
 class ChatReply(msgspec.Struct, frozen=True):
     body: dict  # an OpenAI `chat.completion` object
     usage: Usage

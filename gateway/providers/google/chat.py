@@ -12,6 +12,7 @@ from types import MappingProxyType
 from gateway.providers.usage import Usage, checked_usage, token_count, usage_report
 from gateway.edge.errors import UpstreamError
 from gateway.jsonio import encode, loads
+from gateway.providers.base import completion_id  # noqa: F401  (the adapter reads it here)
 from gateway.providers.shapes import GeminiAnswer, conforming
 
 PROVIDER = "google"
@@ -19,10 +20,6 @@ FINISH_REASONS = MappingProxyType({
     "STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter", "RECITATION": "content_filter",
     "BLOCKLIST": "content_filter", "PROHIBITED_CONTENT": "content_filter", "SPII": "content_filter",
     "IMAGE_SAFETY": "content_filter"})  # anything else (OTHER, LANGUAGE, ...) ends as "stop"
-
-
-def completion_id(request_id: str) -> str:
-    return f"chatcmpl-{request_id}"
 
 
 def refuse_blocked(answer: dict) -> None:
