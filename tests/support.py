@@ -58,6 +58,14 @@ def cloud_provider(protocol: str, sim_url: str, **options: Any) -> "ProviderConf
             return ProviderConfig(protocol=protocol, base_url=sim_url, api_key=PROVIDER_KEY, **options)
 
 
+def single_attempt(config: Any) -> Any:
+    """`config` whose requests try one provider only: a test of one provider's failure sees that
+    failure, not another provider of the same model answering in its place (the clouds serve
+    the shipped GPT, Claude and Gemini models too)."""
+    import msgspec
+    return msgspec.structs.replace(config, routing=msgspec.structs.replace(config.routing, max_attempts=1))
+
+
 def postgres_url(port: int = 5432, schema: str = "") -> str:
     """The test database as user postgres (trust auth, as on the CI machine) on 127.0.0.1:`port`
     (a proxy's port, or a closed one), with `?schema=` when `schema` is given. The database is

@@ -11,7 +11,7 @@ import pytest
 from gateway.catalogue import SHIPPED_PATH, CatalogueError
 from ledger.events import RequestCompleted
 from simulator.textgen import completion_text
-from tests.support import auth, chat_body, decimal_json, poll, request_events, sse_lines
+from tests.support import auth, chat_body, decimal_json, poll, request_events, single_attempt, sse_lines
 
 PROMPT_PRICE, COMPLETION_PRICE = Decimal("0.00000015"), Decimal("0.0000006")  # gpt-4o-mini
 RATE = Decimal("84.0")
@@ -130,7 +130,9 @@ async def _sim_outcome(gateway, simulator) -> str:
     ("[sim:status=429]", 429), ("[sim:status=503]", 502), ("[sim:status=500]", 502),
     ("[sim:drop_after=0]", 502),
 ])
-async def test_upstream_failures_become_gateway_errors_and_are_not_charged(gateway, org, directive, status):
+async def test_upstream_failures_become_gateway_errors_and_are_not_charged(make_gateway, config, directive, status):
+    gateway = await make_gateway(single_attempt(config))
+    org = await gateway.new_org("100")
     before = await gateway.balance(org["org_id"])
     response = await gateway.client.post("/v1/chat/completions", json=chat_body(f"x {directive}"),
                                          headers=auth(org["api_key"]))

@@ -1,9 +1,16 @@
-"""Azure OpenAI (being built)."""
+"""Azure OpenAI (`protocol = "azure"`): `adapter` (OpenAI's wire on the v1 API or the deployments
+path, the `api-key` header or an Entra ID token; chat, text completions, Responses, embeddings,
+speech and transcription), `entra` (Entra ID's client-credentials token, renewed before it lapses)."""
 
 from gateway.config import ProviderConfig
+from gateway.providers.azure.adapter import AzureProvider
 from gateway.providers.capabilities import Offer
 from gateway.providers.http import Upstream
+from gateway.providers.openai.responses import OpenAIResponses
 
 
 def offer(provider_id: str, config: ProviderConfig, upstream: Upstream) -> Offer:
-    return Offer()
+    """An Azure resource's adapter; ConfigError when its Entra ID credentials are partly set."""
+    adapter = AzureProvider(provider_id, config, upstream)
+    return Offer(chat=adapter, responses=OpenAIResponses(adapter), completion=adapter, embedding=adapter,
+                 speech=adapter, transcription=adapter)

@@ -13,11 +13,11 @@ from gateway.edge import sse, upstream_headers
 from gateway.providers.usage import Usage, checked_usage, reported_seconds, token_count, usage_report
 from gateway.config import ProviderConfig
 from gateway.edge.errors import UpstreamError
-from gateway.jsonio import loads
+from gateway.jsonio import encode, loads
 from gateway.providers import shapes
 from gateway.providers.base import Allowance, ChatCall, ChatReply, Chunk, EmbeddingCall, EmbeddingReply, \
     FilePart, FormField, SpeechCall, TranscriptionCall, TranscriptionReply, answers, limit
-from gateway.providers.http import Upstream, post, post_json, read_json, timeout_for
+from gateway.providers.http import Upstream, post, read_json, timeout_for
 from gateway.providers.openai.multipart import encode_form, new_boundary
 from gateway.providers.stream import UpstreamEventStream
 
@@ -96,12 +96,16 @@ class OpenAIChatStream(UpstreamEventStream[Chunk]):
     provider = PROVIDER
     shape: type[shapes.OpenAIChunk] | type[shapes.OpenAITextChunk] = shapes.OpenAIChunk
     what = "stream chunk"
+    # Whether a chunk of no choices and no usage is dropped (Azure opens with one whose id is "",
+    # which OpenAI's clients cannot take); OpenAI's own chunks are relayed as they are.
+    drops_empty = False
 
     async def __aiter__(self) -> AsyncIterator[Chunk]:
         async for chunk in self.items():
-            yield chunk
+            if not (self.drops_empty and chunk.usage is None and not chunk.parsed.get("choices")):
+                yield chunk
         if not self.ended:  # without [DONE] it was broken off, however cleanly the connection closed
-            raise UpstreamError(502, "openai ended the stream before [DONE]")
+            raise UpstreamError(502, f"{self.provider} ended the stream before [DONE]")
 
     @staticmethod
     def _tokens(parsed: dict) -> int:
@@ -191,6 +195,13 @@ async def _with_model(form: AsyncIterator[FormField | FilePart],
 
 
 class OpenAIProvider:
+    """OpenAI's wire at `base_url`. Where each operation goes (`url`) and how it is authorized
+    (`headers`, `request_headers`) are the hooks a host of the same wire elsewhere overrides
+    (gateway.providers.azure); its streams are read by `chat_stream` and `text_stream`."""
+
+    chat_stream: type[OpenAIChatStream] = OpenAIChatStream
+    text_stream: type[OpenAITextStream] = OpenAITextStream
+
     @staticmethod
     def requires_max_tokens(upstream_model: str) -> bool:
         return False
@@ -198,7 +209,6 @@ class OpenAIProvider:
     def __init__(self, provider_id: str, config: ProviderConfig, upstream: Upstream) -> None:
         self.id = provider_id  # the configuration's name for it: `[providers.<id>]`
         self._base = config.base_url.rstrip("/")
-        self._url = self._base + "/chat/completions"
         self._api_key = config.api_key
         self._upstream = upstream.for_provider(config)
         self._timeout = timeout_for(config)
@@ -210,10 +220,26 @@ class OpenAIProvider:
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
+    def url(self, path: str, upstream_model: str) -> str:
+        """Where the operation at `path` (`/chat/completions`, `/embeddings`, ...) for
+        `upstream_model` is sent: under the base URL."""
+        return self._base + path
+
+    async def request_headers(self, api_key: str = "", content_type: str = "application/json") -> dict[str, str]:
+        """The headers of one HTTP request (`headers`; a host whose credentials are fetched first
+        overrides this)."""
+        return self.headers(api_key, content_type)
+
+    async def send(self, path: str, upstream_model: str, data: bytes | AsyncIterator[bytes], api_key: str = "",
+                   content_type: str = "application/json") -> aiohttp.ClientResponse:
+        """POST `data` to the operation at `path` for `upstream_model`, with the org's key if it has
+        one; the open 200 response, or UpstreamError."""
+        return await post(self._upstream, self.id, self.url(path, upstream_model), data,
+                          await self.request_headers(api_key, content_type), self._timeout)
+
     async def send_json(self, path: str, body: dict, api_key: str = "") -> aiohttp.ClientResponse:
-        """POST `body` to the provider's `path` (under its base URL), with the org's key if it has one."""
-        return await post_json(self._upstream, self.id, self._base + path, body, self.headers(api_key),
-                               self._timeout)
+        """POST `body` (addressed to its `model`) to the operation at `path`, as `send`."""
+        return await self.send(path, str(body.get("model") or ""), encode(body), api_key)
 
     # The client's bodies go up as they are: what they allow is read off them.
     chat_request = completion_request = staticmethod(request_body)
@@ -221,54 +247,43 @@ class OpenAIProvider:
     completion_allowance = staticmethod(completion_allowance)
 
     async def chat(self, call: ChatCall) -> ChatReply:
-        response = await post_json(self._upstream, self.id, self._url, request_body(call, False),
-                                   self.headers(call.api_key), self._timeout)
+        response = await self.send_json("/chat/completions", request_body(call, False), call.api_key)
         reply = await read_json(self.id, response)
         completion = shapes.conforming(self.id, reply, shapes.OpenAICompletion, "chat completion")
         return ChatReply(reply, usage_of(completion.usage))
 
     async def open_chat_stream(self, call: ChatCall) -> OpenAIChatStream:
-        response = await post_json(self._upstream, self.id, self._url, request_body(call, True),
-                                   self.headers(call.api_key), self._timeout)
-        return OpenAIChatStream(response)
+        response = await self.send_json("/chat/completions", request_body(call, True), call.api_key)
+        return self.chat_stream(response)
 
     async def complete(self, call: ChatCall) -> ChatReply:
         """A legacy text completion (`call.body` an OpenAI completions request), whole."""
-        response = await post_json(self._upstream, self.id, self._base + "/completions", request_body(call, False),
-                                   self.headers(call.api_key), self._timeout)
+        response = await self.send_json("/completions", request_body(call, False), call.api_key)
         reply = await read_json(self.id, response)
         completion = shapes.conforming(self.id, reply, shapes.OpenAITextCompletion, "text completion")
         return ChatReply(reply, usage_of(completion.usage))
 
     async def open_completion_stream(self, call: ChatCall) -> OpenAITextStream:
-        response = await post_json(self._upstream, self.id, self._base + "/completions", request_body(call, True),
-                                   self.headers(call.api_key), self._timeout)
-        return OpenAITextStream(response)
+        response = await self.send_json("/completions", request_body(call, True), call.api_key)
+        return self.text_stream(response)
 
     async def embed(self, call: EmbeddingCall) -> EmbeddingReply:
         body = {**call.body, "model": call.upstream_model, "encoding_format": "float"}
-        response = await post_json(self._upstream, self.id, self._base + "/embeddings", body,
-                                   self.headers(call.api_key), self._timeout)
+        response = await self.send_json("/embeddings", body, call.api_key)
         return embedding_reply(await read_json(self.id, response))
 
     async def open_speech(self, call: SpeechCall) -> OpenAIAudioStream:
         body = {**call.body, "model": call.upstream_model}
-        response = await post_json(self._upstream, self.id, self._base + "/audio/speech", body,
-                                   self.headers(call.api_key), self._timeout)
+        response = await self.send_json("/audio/speech", body, call.api_key)
         return OpenAIAudioStream(response)
 
     async def transcribe(self, call: TranscriptionCall) -> TranscriptionReply:
         """Send the form upstream while it is still arriving from the client."""
         boundary = new_boundary()
         body = encode_form(_with_model(call.form, call.upstream_model), boundary)
-        response = await self._post_stream("/audio/transcriptions", body,
-                                           f"multipart/form-data; boundary={boundary}", call.api_key)
+        response = await self.send("/audio/transcriptions", call.upstream_model, body, call.api_key,
+                                   f"multipart/form-data; boundary={boundary}")
         return transcription_reply(await read_json(self.id, response))
-
-    async def _post_stream(self, path: str, body: AsyncIterator[bytes], content_type: str,
-                           api_key: str) -> aiohttp.ClientResponse:
-        return await post(self._upstream, self.id, self._base + path, body,
-                          self.headers(api_key, content_type), self._timeout)
 
     async def open_realtime(self, upstream_model: str, api_key: str = "", max_message_bytes: int = 4 * 1024 * 1024,
                             *, beta: bool = False) -> aiohttp.ClientWebSocketResponse:

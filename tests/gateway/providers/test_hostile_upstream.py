@@ -18,13 +18,21 @@ from gateway.edge.errors import UpstreamError
 from ledger import audit
 from ledger.events import CreditsHeld, HoldReleased, HoldsRenewed
 from simulator.mp3 import silent_mp3
-from tests.support import auth, decimal_json, poll, request_events, sse_lines, transcription_form, ws_receive, ws_until
+from tests.support import auth, decimal_json, poll, request_events, single_attempt, sse_lines, transcription_form, \
+    ws_receive, ws_until
 
 GPT, CLAUDE, GEMINI = "gpt-4o-mini", "claude-haiku-4-5", "gemini-2.5-flash"
 USAGE_FAULTS = ["negative", "string", "huge", "float", "bool", "cached_over"]
 BODY_FAULTS = [f"usage={fault}" for fault in USAGE_FAULTS] + ["malformed"]
 STREAM_FAULTS = [*BODY_FAULTS, "bad_chunk", "no_end"]
 CHAT_MODELS = [GPT, CLAUDE, GEMINI]
+
+
+@pytest.fixture
+async def gateway(make_gateway, config):
+    """One attempt per request: the faulty provider's answer is the one judged, never another
+    provider of the same model's (the clouds serve these models too)."""
+    return await make_gateway(single_attempt(config))
 
 
 def chat(model: str, fault: str, **extra) -> dict:

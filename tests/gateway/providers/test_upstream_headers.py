@@ -25,7 +25,7 @@ from gateway.edge.upstream_headers import (
     retry_after,
     retry_after_seconds,
 )
-from tests.support import auth, chat_body
+from tests.support import auth, chat_body, single_attempt
 
 NOW = 1_800_000_000.0
 HOSTILE = ["1\u2028X-Injected: 1", "1, X-Injected: 1", "1,2", "soon", "²", "١", "1.5", "-1", "0x10", "+5",
@@ -140,7 +140,8 @@ async def raw_upstream(status_line: bytes, headers: list[bytes], body: bytes) ->
 
 async def gateway_at(make_gateway, config, url: str):
     openai = msgspec.structs.replace(config.providers["openai"], base_url=url)
-    gateway = await make_gateway(msgspec.structs.replace(config, providers={**config.providers, "openai": openai}))
+    gateway = await make_gateway(single_attempt(msgspec.structs.replace(config, providers={**config.providers,
+                                                                                          "openai": openai})))
     return gateway, await gateway.new_org("10")
 
 
