@@ -101,7 +101,8 @@ def tool_call(use: dict) -> dict:
 def error(name: str, message: str, retry_after: str | None = None) -> UpstreamError:
     """AWS's error `name` (e.g. ThrottlingException) as an UpstreamError with the gateway's status."""
     status = ERROR_STATUS.get(name.lower(), 502)
-    return UpstreamError(status, f"bedrock returned {name}: {message}"[:600], retry_after)
+    shown = name[:1].upper() + name[1:]  # a stream's exception types start lower-case
+    return UpstreamError(status, f"bedrock returned {shown}: {message}"[:600], retry_after)
 
 
 async def refused(provider: str, response: aiohttp.ClientResponse) -> UpstreamError:

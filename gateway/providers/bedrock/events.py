@@ -105,8 +105,8 @@ class ConverseChunks:
                                             "function": {"name": str(use.get("name") or ""), "arguments": ""}}]})
 
     def _delta(self, block: int, delta: dict) -> dict | None:
-        if isinstance(delta.get("text"), str):
-            return self._chunk({"content": delta["text"]})
+        if isinstance(delta.get("text"), str):  # a JSON answer is its tool's input alone, as unstreamed
+            return None if self.as_json else self._chunk({"content": delta["text"]})
         fragment = (delta.get("toolUse") or {}).get("input")
         if not isinstance(fragment, str):
             return None  # reasoning and other deltas the OpenAI shape has no place for

@@ -3,20 +3,17 @@ ConverseStream (AWS's binary event stream), InvokeModel embeddings, SigV4 from t
 credential chain or a Bedrock API key, AWS's errors, and every charge exact to the token at the
 Bedrock entry's own price (cache reads and writes included)."""
 
-import asyncio
 import json
 from decimal import Decimal
 
-import anthropic
 import msgspec
-import openai
 import pytest
 
 from gateway.catalogue import SHIPPED_PATH, Catalogue
 from ledger.events import RequestCompleted
 from ledger.money import from_nano
 from simulator.cloud_credentials import AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN
-from tests.support import PROVIDER_KEY, auth, decimal_json, sim_records, sse_lines
+from tests.support import auth, decimal_json, sse_lines
 
 RATE = Decimal("84.0")
 GLOBAL_SONNET = "global.anthropic.claude-sonnet-4-5-20250929-v1:0"
