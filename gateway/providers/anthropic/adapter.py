@@ -39,8 +39,8 @@ class AnthropicEventStream(UpstreamEventStream[tuple[str, bytes, dict]]):
         return event.name.decode() or str(parsed.get("type")), event.data, parsed
 
 
-def _unfinished() -> UpstreamError:
-    return UpstreamError(502, "anthropic ended the stream before message_stop")
+def _unfinished(provider: str) -> UpstreamError:
+    return UpstreamError(502, f"{provider} ended the stream before message_stop")
 
 
 class AnthropicChatStream(AnthropicEventStream):
@@ -55,7 +55,7 @@ class AnthropicChatStream(AnthropicEventStream):
                 else:
                     yield Chunk(encode(chunk), chunk, usage=translator.usage)
         if not translator.finished:
-            raise _unfinished()
+            raise _unfinished(self.provider)
 
 
 class AnthropicMessageStream(AnthropicEventStream):
@@ -76,12 +76,17 @@ class AnthropicMessageStream(AnthropicEventStream):
             stopped = name == "message_stop"
             yield wire.MessageEvent(name, sse.event_frame(name, raw), data, tokens=wire.delta_tokens(data))
         if not stopped:
-            raise _unfinished()
+            raise _unfinished(self.provider)
 
 
 def chat_request(call: ChatCall, stream: bool) -> dict:
     """The Messages request an OpenAI chat call is translated into."""
     return {**wire.messages_body(call.body, call.upstream_model), **({"stream": True} if stream else {})}
+
+
+def chat_reply(message: dict) -> ChatReply:
+    """An Anthropic `message` (shape checked) as an OpenAI chat reply and its usage."""
+    return ChatReply(wire.completion(message, int(time.time())), wire.usage_of(message.get("usage")))
 
 
 def messages_request(call: ChatCall, stream: bool) -> dict:
@@ -118,8 +123,7 @@ class AnthropicProvider:
         return wire.allowance(wire.limits(body))  # the limits as `chat_request` translates them
 
     async def chat(self, call: ChatCall) -> ChatReply:
-        message = await self._message(call.api_key, chat_request(call, False))
-        return ChatReply(wire.completion(message, int(time.time())), wire.usage_of(message.get("usage")))
+        return chat_reply(await self._message(call.api_key, chat_request(call, False)))
 
     async def open_chat_stream(self, call: ChatCall) -> AnthropicChatStream:
         return AnthropicChatStream(await self._post(call.api_key, chat_request(call, True)))

@@ -96,7 +96,7 @@ class GeminiChatStream(UpstreamEventStream[dict]):
             if (chunk := translator.feed(event)) is not None:
                 yield Chunk(encode(chunk), chunk, tokens=delta_tokens(chunk))
         if not translator.finished:
-            raise UpstreamError(502, "google ended the stream before a finish reason")
+            raise UpstreamError(502, f"{self.provider} ended the stream before a finish reason")
         if (usage := translator.usage) is not None:
             last = translator.usage_chunk(usage)
             yield Chunk(encode(last), last, usage=usage)
@@ -104,6 +104,29 @@ class GeminiChatStream(UpstreamEventStream[dict]):
     async def aclose(self) -> None:
         await super().aclose()
         await self._chunks.aclose()
+
+
+async def chat_reply(provider: str, call: ChatCall, response: aiohttp.ClientResponse) -> ChatReply:
+    """A generateContent answer to `call` (an open 200 response) as an OpenAI chat reply and its usage."""
+    answer = wire.checked_answer(await read_json(provider, response))
+    reply, usage = wire.completion(answer, wire.completion_id(call.request_id), call.upstream_model,
+                                   int(time.time()))
+    return ChatReply(reply, usage)
+
+
+async def opened_stream(kind: type[GeminiChatStream], call: ChatCall,
+                        response: aiohttp.ClientResponse) -> GeminiChatStream:
+    """A `kind` of stream over a streamGenerateContent response to `call`, read up to its first
+    chunk (a refused prompt fails here); the connection is closed if it fails."""
+    translator = wire.GeminiChunkTranslator(wire.completion_id(call.request_id), call.upstream_model,
+                                            int(time.time()))
+    stream = kind(response, translator)
+    try:
+        await stream.start()
+    except BaseException:  # refused, broken or cancelled: never leak the connection
+        await stream.aclose()
+        raise
+    return stream
 
 
 class GoogleProvider:
@@ -135,23 +158,10 @@ class GoogleProvider:
         return request_wire.allowance(request_wire.limits(body))  # as generationConfig carries them
 
     async def chat(self, call: ChatCall) -> ChatReply:
-        response = await self._post_chat(call, "generateContent")
-        answer = wire.checked_answer(await read_json(self.id, response))
-        reply, usage = wire.completion(answer, wire.completion_id(call.request_id), call.upstream_model,
-                                       int(time.time()))
-        return ChatReply(reply, usage)
+        return await chat_reply(self.id, call, await self._post_chat(call, "generateContent"))
 
     async def open_chat_stream(self, call: ChatCall) -> GeminiChatStream:
-        response = await self._post_chat(call, "streamGenerateContent?alt=sse")
-        translator = wire.GeminiChunkTranslator(wire.completion_id(call.request_id), call.upstream_model,
-                                           int(time.time()))
-        stream = GeminiChatStream(response, translator)
-        try:
-            await stream.start()
-        except BaseException:  # refused, broken or cancelled: never leak the connection
-            await stream.aclose()
-            raise
-        return stream
+        return await opened_stream(GeminiChatStream, call, await self._post_chat(call, "streamGenerateContent?alt=sse"))
 
     async def _post_chat(self, call: ChatCall, action: str) -> aiohttp.ClientResponse:
         url = f"{self._base}/v1beta/models/{call.upstream_model}:{action}"

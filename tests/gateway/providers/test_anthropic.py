@@ -14,7 +14,7 @@ from gateway.accounts.sealing import Sealer
 from simulator.anthropic_messages import json_fragments, tool_input
 from simulator.textgen import completion_text
 from tests.support import (
-    PROVIDER_KEY, decimal_json, poll, post_chat, request_events, sse_lines, upstream_requests,
+    PROVIDER_KEY, decimal_json, poll, post_chat, request_events, single_attempt, sse_lines, upstream_requests,
 )
 
 MODEL, UPSTREAM_MODEL = "claude-haiku-4-5", "claude-haiku-4-5-20251001"
@@ -226,7 +226,9 @@ async def test_a_client_that_leaves_mid_stream_is_billed_for_what_it_was_sent(ga
 @pytest.mark.parametrize(("directive", "status"), [
     ("[sim:status=429]", 429), ("[sim:status=529]", 529), ("[sim:status=500]", 502), ("[sim:drop_after=0]", 502),
     ("[sim:error_after=1]", 529)])
-async def test_upstream_failures_become_gateway_errors_and_are_not_charged(gateway, org, directive, status):
+async def test_upstream_failures_become_gateway_errors_and_are_not_charged(make_gateway, config, directive, status):
+    gateway = await make_gateway(single_attempt(config))  # Vertex and Bedrock serve the model too
+    org = await gateway.new_org("100")
     response = await post_chat(gateway, org, claude(f"x {directive}"))
     assert response.status == status
     error = (await response.json())["error"]

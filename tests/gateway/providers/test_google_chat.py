@@ -21,7 +21,7 @@ from gateway.accounts.sealing import Sealer
 from gateway.edge.state import SERVICES
 from simulator.textgen import completion_text, iter_tokens
 from tests.support import (
-    PROVIDER_KEY, decimal_json, poll, post_chat, request_events, sse_lines, upstream_requests,
+    PROVIDER_KEY, decimal_json, poll, post_chat, request_events, single_attempt, sse_lines, upstream_requests,
 )
 
 MODEL = "gemini-2.5-flash"
@@ -403,7 +403,10 @@ async def test_candidate_stopped_for_safety_is_a_content_filter_finish(gateway, 
 @pytest.mark.parametrize(("directive", "status"), [
     ("[sim:status=429]", 429), ("[sim:status=500]", 502), ("[sim:status=503]", 502), ("[sim:drop_after=0]", 502)])
 @pytest.mark.parametrize("stream", [False, True])
-async def test_upstream_failures_become_gateway_errors_and_are_not_charged(gateway, org, directive, status, stream):
+async def test_upstream_failures_become_gateway_errors_and_are_not_charged(make_gateway, config, directive, status,
+                                                                         stream):
+    gateway = await make_gateway(single_attempt(config))  # Vertex serves the model too
+    org = await gateway.new_org("100")
     response = await post_chat(gateway, org, ask(f"x {directive}", stream=stream))
     assert response.status == status
     error = (await response.json())["error"]
