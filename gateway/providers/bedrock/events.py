@@ -9,7 +9,7 @@ comes only in the last event, `metadata`: a stream that ends before it is broken
 """
 
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
 
 import aiohttp
 from botocore.eventstream import EventStreamBuffer, ParserError
@@ -26,19 +26,27 @@ from gateway.providers.usage import Usage
 READ_BYTES = 64 * 1024  # read from the socket at a time, at most
 
 
-async def messages(response: aiohttp.ClientResponse) -> AsyncIterator[tuple[str, dict]]:
-    """(event type, JSON payload) of each event message as it completes; an exception or error
-    message raises it, as does a broken frame (502), a read timeout (504) or a cut connection."""
+async def decoded(data: AsyncIterable[bytes]) -> AsyncIterator[tuple[str, dict]]:
+    """(event type, JSON payload) of each event message in `data` as it completes, however the
+    bytes are split; an exception or error message raises it, a broken frame is a 502."""
     decoder = EventStreamBuffer()
     try:
-        async for data in response.content.iter_chunked(READ_BYTES):
-            decoder.add_data(data)
+        async for part in data:
+            decoder.add_data(part)
             for message in decoder:
                 yield _event(message.headers, message.payload)
-    except UpstreamError as exc:
-        raise scrubbed(exc, response) from None
     except ParserError as exc:
         raise UpstreamError(502, f"bedrock sent a broken event stream: {type(exc).__name__}") from None
+
+
+async def messages(response: aiohttp.ClientResponse) -> AsyncIterator[tuple[str, dict]]:
+    """`decoded` over an answer read as it arrives; a read timeout is a 504, a cut connection a
+    502, and an exception it reports leaves without the credentials its request carried."""
+    try:
+        async for message in decoded(response.content.iter_chunked(READ_BYTES)):
+            yield message
+    except UpstreamError as exc:
+        raise scrubbed(exc, response) from None
     except TimeoutError:
         raise UpstreamError(504, "bedrock stopped streaming (read timeout)") from None
     except aiohttp.ClientError as exc:

@@ -43,9 +43,8 @@ async def test_the_openai_sdk_streams_a_bedrock_model_with_its_usage(gateway, or
 
 
 async def test_tools_round_trip_through_converse(gateway, org, simulator):
-    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather",
-                                               "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                                              "required": ["city"]}}}]
+    parameters = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": parameters}}]
     client = sdk(gateway, org)
     first = await client.chat.completions.create(model=SONNET, max_tokens=40, tools=tools, tool_choice="required",
                                                  messages=[{"role": "user", "content": "weather?"}])
@@ -160,7 +159,8 @@ async def container_credentials(simulator, monkeypatch, aws_env):  # noqa: F811 
 
 
 async def issued(gateway, simulator) -> int:
-    return (await (await gateway.client.session.get(simulator.make_url("/_sim/aws/credentials/issued"))).json())["issued"]
+    answer = await gateway.client.session.get(simulator.make_url("/_sim/aws/credentials/issued"))
+    return (await answer.json())["issued"]
 
 
 async def lifetime(gateway, simulator, seconds: float) -> None:
