@@ -3,6 +3,7 @@ independent encoder): however the bytes are split on the wire, the same events c
 frame with a wrong CRC is refused, and an exception message raises AWS's error."""
 
 import asyncio
+import itertools
 import time
 
 import pytest
@@ -22,7 +23,7 @@ WIRE = b"".join(event(kind, payload) for kind, payload in EVENTS)
 
 async def parts(data: bytes, cuts: list[int]):
     edges = [0, *sorted(set(cuts)), len(data)]
-    for start, end in zip(edges, edges[1:], strict=False):
+    for start, end in itertools.pairwise(edges):
         yield data[start:end]
 
 
