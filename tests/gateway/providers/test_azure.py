@@ -134,3 +134,24 @@ async def test_upstream_failures_map_as_openais_do(gateway, org, directive, stat
     assert AZURE_API_KEY not in await response.text()
     (event,) = await request_events(gateway)
     assert event.status == status and event.charged_inr_nano == 0
+
+
+async def test_the_shipped_azure_gpt_4o_mini_streams_its_usage_with_cached_tokens_priced(make_gateway, config,
+                                                                                        simulator):
+    gateway = await make_gateway(config)  # the shipped catalogue; azure is the simulator's v1 API
+    org = await gateway.new_org("10")
+    client = openai.AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=org["api_key"], max_retries=0)
+    stream = await client.chat.completions.create(
+        model="azure/gpt-4o-mini", stream=True, stream_options={"include_usage": True},
+        messages=[{"role": "user", "content": "hello there friend [sim:tokens=4] [sim:cache_read=3]"}])
+    chunks = [chunk async for chunk in stream]
+    usage = chunks[-1].usage
+    assert usage.completion_tokens == 4 and usage.prompt_tokens_details.cached_tokens == 3
+    assert all(chunk.id for chunk in chunks)
+    prices = {"prompt": Decimal("0.00000015"), "completion": Decimal("0.0000006"), "cached": Decimal("0.000000075")}
+    usd = ((usage.prompt_tokens - 3) * prices["prompt"] + 3 * prices["cached"] + 4 * prices["completion"])
+    (event,) = await request_events(gateway)
+    assert event.provider == "azure" and event.charged_inr_nano == int(usd * RATE * 1_000_000_000)
+    assert Decimal(str(usage.model_extra["cost_inr"])) == usd * RATE
+    (record,) = await _records(gateway, simulator)
+    assert record["path"] == "/openai/v1/chat/completions" and record["body"]["model"] == "gpt-4o-mini"

@@ -10,6 +10,7 @@ import pytest
 
 from gateway.config import ConfigError
 from simulator.cloud_credentials import AZURE_API_KEY, AZURE_CLIENT_SECRET, AZURE_TENANT_ID
+from simulator.entra_token import ENTRA_TOKENS_KEY
 from tests.gateway.gateway_helpers import ledger_toml, run_cli_async, write_config
 from tests.gateway.providers.azure_support import API_VERSION, azure_provider, chat_cost_inr_nano, with_azure
 from tests.support import auth, request_events
@@ -114,3 +115,14 @@ async def test_partial_entra_credentials_are_a_clean_cli_error(tmp_path, sim_url
     assert result.returncode == 2, result.stderr
     assert "client_id not set" in result.stderr and "Traceback" not in result.stderr
     assert "partial-secret-0123456789" not in result.stderr + result.stdout
+
+
+async def test_a_token_azure_refuses_is_forgotten_and_the_next_request_fetches_anew(gateway, org, sim_url,
+                                                                                   simulator):
+    assert (await gateway.client.post("/v1/chat/completions", json=ask(), headers=auth(org["api_key"]))).status == 200
+    simulator.app[ENTRA_TOKENS_KEY]._expiry.clear()  # revoked at Entra: Azure answers 401 to it from now on
+    refused = await gateway.client.post("/v1/chat/completions", json=ask(), headers=auth(org["api_key"]))
+    assert refused.status == 502 and "401" in (await refused.json())["error"]["message"]
+    again = await gateway.client.post("/v1/chat/completions", json=ask(), headers=auth(org["api_key"]))
+    assert again.status == 200
+    assert await issued(gateway, sim_url) == 2
