@@ -31,6 +31,7 @@ from gateway.messages.request import MessagesRequest
 from gateway.providers.anthropic.adapter import AnthropicProvider
 from gateway.providers.base import ChatCall
 from gateway.providers.google.adapter import GoogleProvider
+from gateway.providers.vertex.adapter import VertexProvider
 from gateway.resolution import CHAT, COMPLETION, EMBEDDING, servers
 from gateway.responses import translate
 from gateway.responses.request import ResponsesRequest, check
@@ -80,9 +81,12 @@ def worst_case_holds(shares: tuple[int, int, int, int], model: Resolved, ceiling
 
 
 def chat_reader(adapter: object):
-    """What a chat adapter's API honours: Anthropic's Messages, Gemini's generateContent, else OpenAI's."""
+    """What a chat adapter's API honours: Anthropic's Messages, Gemini's generateContent, else
+    OpenAI's; Vertex's, whichever of the first two its body is (Claude's carries anthropic_version)."""
     if isinstance(adapter, AnthropicProvider):
         return anthropic_messages
+    if isinstance(adapter, VertexProvider):
+        return lambda wire, limit: (anthropic_messages if "anthropic_version" in wire else gemini)(wire, limit)
     return gemini if isinstance(adapter, GoogleProvider) else openai_chat
 
 
@@ -241,6 +245,6 @@ def test_realtime(model, client_bytes, spent, responses):
 def test_every_chat_api_and_route_kind_is_exercised():
     """The chat models reach all three chat APIs, so each reading above is tried."""
     adapters = {type(one.provider) for model in ids("chat") for one in servers(SERVICES, model, CHAT)}
-    assert {AnthropicProvider, GoogleProvider} < adapters and len(adapters) == 3
+    assert {AnthropicProvider, GoogleProvider, VertexProvider} < adapters  # and OpenAI-shaped ones
     assert all(served(kind) for kind in ("completion", "embedding", "realtime"))
     assert each(16_384, 7, None, "9") == 9 and each(16_384, 7, "x") == 16_384  # unreadable: the model's own

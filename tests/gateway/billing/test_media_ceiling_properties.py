@@ -33,6 +33,7 @@ from gateway.messages.request import MessagesRequest
 from gateway.providers.anthropic.adapter import AnthropicProvider
 from gateway.providers.base import ChatCall
 from gateway.providers.google.adapter import GoogleProvider
+from gateway.providers.vertex.adapter import VertexProvider, is_claude
 from gateway.resolution import CHAT, servers
 from gateway.responses.request import ResponsesRequest, check
 from gateway.responses.service import Conversation
@@ -66,9 +67,9 @@ def text_of(payload: object) -> object:
 
 def billed_media(adapter: object, upstream_model: str, wire: dict) -> int:
     """What the provider of `adapter` bills for the media of the body it is sent."""
-    if isinstance(adapter, AnthropicProvider):
+    if isinstance(adapter, AnthropicProvider) or (isinstance(adapter, VertexProvider) and is_claude(upstream_model)):
         return anthropic_media_tokens(wire.get("messages") or [])
-    if isinstance(adapter, GoogleProvider):
+    if isinstance(adapter, GoogleProvider | VertexProvider):
         return sum(gemini_inline(part["inlineData"]["mimeType"], part["inlineData"]["data"])
                    for content in wire.get("contents") or () for part in content["parts"] if "inlineData" in part)
     conversation = wire["input"] if isinstance(wire.get("input"), list) else wire.get("messages") or []
