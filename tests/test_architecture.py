@@ -113,3 +113,29 @@ def test_the_offline_verifier_needs_no_database_nor_the_gateway():
              " & {'aiosqlite', 'asyncpg', 'sqlite3', 'gateway', 'aiohttp', 'redis', 'storage'}))")
     found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert found.returncode == 0 and found.stdout.strip() == "[]", found.stdout + found.stderr
+
+
+PROVIDERS = ROOT / "gateway" / "providers"
+PROVIDER_CONTRACT = {"base", "capabilities", "http", "shapes", "stream", "tokens", "usage"}
+
+
+def test_each_protocol_is_one_provider_folder_listed_once():
+    """A folder per protocol the configuration accepts (Bifrost's layout), each with its adapter
+    and its own map, listed in PROTOCOLS; beside them only the contract they share."""
+    import typing
+
+    from gateway.config import Protocol
+    from gateway.providers import PROTOCOLS
+    folders = set(subpackages(PROVIDERS))
+    assert set(typing.get_args(Protocol)) == set(PROTOCOLS) == folders
+    for name in folders:
+        modules = {path.stem for path in (PROVIDERS / name).glob("*.py") if not path.stem.startswith("__")}
+        assert "adapter" in modules and named_in_docstring(PROVIDERS / name) == modules, name
+        assert PROTOCOLS[name].__module__ == f"gateway.providers.{name}"
+    assert {path.stem for path in PROVIDERS.glob("*.py") if path.stem != "__init__"} == PROVIDER_CONTRACT
+
+
+def test_the_shared_contract_knows_no_provider():
+    folders = tuple(f"gateway.providers.{name}" for name in subpackages(PROVIDERS))
+    for module in PROVIDER_CONTRACT:
+        assert imports_of(f"gateway.providers.{module}", folders) == [], module

@@ -78,6 +78,24 @@ class Chunk(msgspec.Struct, frozen=True):
     tokens: int = 0  # completion tokens this chunk delivered (one per content or tool delta)
 
 
+class MessageEvent(msgspec.Struct, frozen=True):
+    """One Anthropic stream event on its way to a `/v1/messages` client, as SSE bytes."""
+
+    name: str
+    frame: bytes  # `event: NAME` and `data: ...`, ready to write
+    data: dict
+    usage: Usage | None = None  # on message_delta: the whole message's usage
+    tokens: int = 0  # output tokens the event delivered: one per non-empty content delta
+
+
+class ResponseEvent(msgspec.Struct, frozen=True):
+    """One Responses stream event: its decoded body, the tokens it delivered, and (closing) the usage."""
+
+    parsed: dict
+    tokens: int = 0
+    usage: Usage | None = None
+
+
 class MusicCall(msgspec.Struct, frozen=True):
     request_id: str
     upstream_model: str

@@ -5,19 +5,15 @@ an adapter from the registry has it typed by what it can do, never cast."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import aiohttp
 import msgspec
 
 from gateway.providers.base import (
-    Allowance, AudioStream, ChatCall, ChatReply, ChatStream, EmbeddingCall, EmbeddingReply, MusicCall, MusicReply,
-    SpeechCall, TranscriptionCall, TranscriptionReply,
+    Allowance, AudioStream, ChatCall, ChatReply, ChatStream, EmbeddingCall, EmbeddingReply, MessageEvent, MusicCall,
+    MusicReply, ResponseEvent, SpeechCall, TranscriptionCall, TranscriptionReply,
 )
-
-if TYPE_CHECKING:  # the provider folders import this module; their types are only annotations here
-    from gateway.providers.anthropic.wire import MessageEvent
-    from gateway.providers.openai.responses import ResponseEvent
 
 
 class ChatProvider(Protocol):

@@ -8,12 +8,11 @@ stream raises UpstreamError.
 import re
 from types import MappingProxyType
 
-import msgspec
 
 from gateway.providers.usage import Usage, checked_usage, token_count, usage_report
 from gateway.edge.errors import UpstreamError, bad_request
 from gateway.jsonio import encode, loads
-from gateway.providers.base import Allowance, limit
+from gateway.providers.base import Allowance, MessageEvent, limit  # noqa: F401  (MessageEvent: read here too)
 from gateway.providers.shapes import AnthropicEvent, AnthropicMessage, conforming
 
 API_VERSION = "2023-06-01"
@@ -354,16 +353,6 @@ class AnthropicEventTranslator:
 
     def _chunk(self, delta: dict, finish: str | None = None) -> dict:
         return {**self.head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-
-class MessageEvent(msgspec.Struct, frozen=True):
-    """One Anthropic stream event on its way to a `/v1/messages` client, as SSE bytes."""
-
-    name: str
-    frame: bytes  # `event: NAME` and `data: ...`, ready to write
-    data: dict
-    usage: Usage | None = None  # on message_delta: the whole message's usage
-    tokens: int = 0  # output tokens the event delivered: one per non-empty content delta
 
 
 def delta_tokens(event: dict) -> int:

@@ -13,10 +13,9 @@ from typing import Any
 import msgspec
 
 from gateway.edge import sse
-from gateway.providers.usage import Usage
 from gateway.edge.errors import UpstreamError
 from gateway.jsonio import loads
-from gateway.providers.base import Allowance, ChatCall, ChatReply, limit
+from gateway.providers.base import Allowance, ChatCall, ChatReply, ResponseEvent, limit
 from gateway.providers.http import read_json
 from gateway.providers.openai.adapter import OpenAIProvider, responses_usage
 from gateway.providers.stream import UpstreamEventStream
@@ -33,14 +32,6 @@ class OpenAIResponse(msgspec.Struct):
     id: str
     output: list[dict[str, Any]]
     usage: dict[str, Any] | None = None
-
-
-class ResponseEvent(msgspec.Struct, frozen=True):
-    """One stream event: its decoded body, the tokens it delivered, and (closing) the usage."""
-
-    parsed: dict
-    tokens: int = 0
-    usage: Usage | None = None
 
 
 def response_reply(body: object) -> ChatReply:
