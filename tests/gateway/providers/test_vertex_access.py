@@ -131,9 +131,9 @@ async def test_the_global_region_keeps_locations_global_in_the_path(make_gateway
     gateway = await make_gateway(with_vertex(config, region="global"))
     org = await gateway.new_org("100")
     await ok(gateway, org, ask(CLAUDE))
-    ((sent,),) = [[s for s in await upstream_requests(gateway, simulator)]]
-    assert sent["path"] == "/v1/projects/sim-project/locations/global/publishers/anthropic/models/" \
-                           "claude-haiku-4-5@20251001:rawPredict"
+    (sent,) = await upstream_requests(gateway, simulator)
+    path = "/v1/projects/sim-project/locations/global/publishers/anthropic/models/claude-haiku-4-5@20251001"
+    assert sent["path"] == f"{path}:rawPredict"
 
 
 def test_the_host_is_the_regions_or_the_global_one_unless_configured():
