@@ -9,12 +9,13 @@ import msgspec
 from gateway.accounts import admin
 from gateway import server
 from gateway.app import ledger_recorder
-from gateway.config import Config
-from gateway.jsonio import loads
+from gateway.config import Config, ProviderConfig
+from gateway.jsonio import encode, loads
 from ledger.signing import Signer
 
 DEMO_CREDITS_INR = "1000"
 DEMO_SIGNING_KEY = Path("data/demo-signing.pem")  # beside the demo's ledger, ./data/gateway.db
+DEMO_SERVICE_ACCOUNT = Path("data/demo-service-account.json")  # the simulator's Vertex test account
 BANNER = """
 Model gateway demo is running at {{url}}
   dashboard:          {{url}}/dashboard  (sign in with the demo key)
@@ -37,10 +38,10 @@ async def run(config: Config) -> None:
         stdout=asyncio.subprocess.PIPE)
     try:
         assert simulator.stdout is not None  # stdout=PIPE above
-        sim_url = loads(await asyncio.wait_for(simulator.stdout.readline(), 30))["url"]
-        config = with_signing_key(with_simulator(config, sim_url))
+        ready = loads(await asyncio.wait_for(simulator.stdout.readline(), 30))
+        config = with_signing_key(with_simulator(config, ready["url"], ready.get("clouds") or {}))
         org = await _create_demo_org(config)
-        await server.serve(config, BANNER.format(sim=sim_url, credits=DEMO_CREDITS_INR,
+        await server.serve(config, BANNER.format(sim=ready["url"], credits=DEMO_CREDITS_INR,
                                                  org_id=org["org_id"], key=org["api_key"]))
     finally:
         if simulator.returncode is None:
@@ -48,12 +49,29 @@ async def run(config: Config) -> None:
         await simulator.wait()
 
 
-def with_simulator(config: Config, sim_url: str) -> Config:
-    """`config` with every provider pointed at the simulator."""
-    providers = {name: msgspec.structs.replace(provider, api_key="sim-demo-key", headers={}, query={},
-                                               base_url=f"{sim_url}/v1" if provider.protocol == "openai" else sim_url)
-                 for name, provider in config.providers.items()}
+def with_simulator(config: Config, sim_url: str, clouds: dict | None = None) -> Config:
+    """`config` with every provider pointed at the simulator, the clouds with the credentials
+    it checks (`clouds`, from its readiness line: Azure's api-key, a service account)."""
+    providers = {name: at_simulator(provider, sim_url, clouds or {}) for name, provider in config.providers.items()}
     return msgspec.structs.replace(config, providers=providers)
+
+
+def at_simulator(provider: ProviderConfig, sim_url: str, clouds: dict) -> ProviderConfig:
+    """One provider at the simulator, as its protocol reaches it there."""
+    demo = msgspec.structs.replace(provider, api_key="sim-demo-key", headers={}, query={}, base_url=sim_url)
+    match provider.protocol:
+        case "openai":
+            return msgspec.structs.replace(demo, base_url=f"{sim_url}/v1")
+        case "azure":
+            return msgspec.structs.replace(demo, base_url=f"{sim_url}/openai/v1", api_version="",
+                                           api_key=clouds.get("azure_api_key", ""), tenant_id="", client_id="",
+                                           client_secret="")
+        case "vertex" if "service_account" in clouds:
+            DEMO_SERVICE_ACCOUNT.parent.mkdir(parents=True, exist_ok=True)
+            DEMO_SERVICE_ACCOUNT.write_bytes(encode(clouds["service_account"]))
+            return msgspec.structs.replace(demo, api_key="", credentials_file=str(DEMO_SERVICE_ACCOUNT),
+                                           project=clouds["service_account"].get("project_id", ""))
+    return demo
 
 
 def with_signing_key(config: Config) -> Config:

@@ -2,8 +2,10 @@
 [--completion-tokens N] [--outage 503|hang|drop]``.
 
 Once listening it prints exactly one JSON line to stdout,
-``{"event": "simulator_ready", "url": "http://<host>:<port>"}``, so a parent process
-can start it with ``--port 0`` and learn the port. SIGINT/SIGTERM stop it with exit code 0.
+``{"event": "simulator_ready", "url": "http://<host>:<port>", "clouds": {...}}``, so a parent
+process can start it with ``--port 0`` and learn the port, and the test credentials its clouds
+check (`simulator.cloud_credentials.for_clients`: Azure's api-key, a service account whose
+tokens it issues). SIGINT/SIGTERM stop it with exit code 0.
 """
 
 import argparse
@@ -16,6 +18,7 @@ import orjson
 from aiohttp import web
 
 from simulator.app import create_app
+from simulator.cloud_credentials import for_clients
 from simulator.outage import Outage
 from simulator.settings import Settings
 
@@ -61,7 +64,8 @@ def base_url(host: str, port: int) -> str:
 
 def ready_line(url: str) -> str:
     """The readiness announcement, spaced exactly as documented so even a grep finds it."""
-    return '{"event": "simulator_ready", "url": ' + orjson.dumps(url).decode() + "}"
+    clouds = orjson.dumps(for_clients(url)).decode()
+    return '{"event": "simulator_ready", "url": ' + orjson.dumps(url).decode() + ', "clouds": ' + clouds + "}"
 
 
 async def serve(args: argparse.Namespace) -> None:

@@ -65,3 +65,9 @@ def service_account_info(token_uri: str) -> dict:
         "client_id": "100000000000000000001",
         "token_uri": token_uri,
     }
+
+
+def for_clients(sim_url: str) -> dict:
+    """What a client of the simulator at `sim_url` needs to reach its clouds (the demo reads it
+    from the readiness line): Azure's api-key and the service account file's contents."""
+    return {"azure_api_key": AZURE_API_KEY, "service_account": service_account_info(f"{sim_url}/token")}

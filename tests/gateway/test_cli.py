@@ -460,6 +460,17 @@ async def demo_signs_its_checkpoints(url: str, cwd: Path) -> None:
             assert response.status == 200 and "public_keys" in await response.json()
 
 
+async def demo_routes_to_every_cloud(url: str, key: str) -> None:
+    """Bedrock (a bearer key), Vertex (the simulator's service account) and Azure (its api-key)."""
+    async with aiohttp.ClientSession() as session:
+        for model in ("bedrock/claude-sonnet-4-5", "vertex/claude-sonnet-4-5", "vertex/gemini-2.5-flash",
+                      "azure/gpt-4o-mini"):
+            body = {"model": model, "max_tokens": 20, "messages": [{"role": "user", "content": "Hello"}]}
+            async with session.post(f"{url}/v1/chat/completions", json=body, headers=auth(key)) as response:
+                assert response.status == 200, (model, await response.text())
+                assert (await response.json())["usage"]["cost_inr"] > 0
+
+
 async def test_demo_serves_its_printed_key_and_stops_cleanly_on_sigint(tmp_path):
     simulators: list[int] = []
     try:
@@ -480,6 +491,7 @@ async def test_demo_serves_its_printed_key_and_stops_cleanly_on_sigint(tmp_path)
                     body = await response.json()
             assert body["object"] == "chat.completion"
             assert body["choices"][0]["message"]["content"]
+            await demo_routes_to_every_cloud(url, key)
             await demo_signs_its_checkpoints(url, tmp_path)
 
             assert await demo.stop(signal.SIGINT) == 0
