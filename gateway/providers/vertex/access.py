@@ -12,6 +12,7 @@ every request in between, and concurrent requests wait for the one fetch under w
 
 import asyncio
 import datetime
+import threading
 
 import google.auth
 import google.auth.credentials
@@ -48,6 +49,8 @@ class GoogleAccess:
         self._file = credentials_file
         self._credentials: google.auth.credentials.Credentials | None = None
         self._project = ""
+        # A fetch whose request was cancelled leaves its thread running; the next one waits for it.
+        self._loading = threading.Lock()
         self._held = RenewedCredential(self._fetch)
 
     async def get(self) -> Access:
@@ -67,13 +70,14 @@ class GoogleAccess:
                                 reason="connection") from None
 
     def _refreshed(self) -> Lapsing[Access]:
-        """A new token (in a worker thread; RenewedCredential runs one fetch at a time, so the
-        credentials are loaded once and never refreshed by two threads at once)."""
-        if self._credentials is None:
-            self._credentials, self._project = self._loaded()
-        self._credentials.refresh(google.auth.transport.requests.Request())
-        access = Access(str(self._credentials.token), self._project)
-        return Lapsing.lasting(access, seconds_left(self._credentials.expiry))
+        """A new token (in a worker thread: the credentials are loaded once, and never refreshed
+        by two threads at once)."""
+        with self._loading:
+            if self._credentials is None:
+                self._credentials, self._project = self._loaded()
+            self._credentials.refresh(google.auth.transport.requests.Request())
+            access = Access(str(self._credentials.token), self._project)
+            return Lapsing.lasting(access, seconds_left(self._credentials.expiry))
 
     def _loaded(self) -> tuple[google.auth.credentials.Credentials, str]:
         """The configured service account file's credentials, else the Application Default ones
