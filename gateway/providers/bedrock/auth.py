@@ -1,6 +1,6 @@
 """How a request to Bedrock proves who sends it: a Bedrock API key as a bearer token (an
-organization's own, or the configured one, which AWS_BEARER_TOKEN_BEDROCK gives the shipped
-provider), else a SigV4 signature (service `bedrock`) from the standard AWS credential chain.
+organization's own, else the configured one, else AWS_BEARER_TOKEN_BEDROCK as AWS's SDKs read
+it), else a SigV4 signature (service `bedrock`) from the standard AWS credential chain.
 
 The chain is aiobotocore's: environment, shared profile, web identity, container and instance
 roles, session tokens. It is looked up on the first signed request, not at start-up (a gateway
@@ -10,6 +10,7 @@ bytes and encoded URL that are sent.
 """
 
 import asyncio
+import os
 
 from aiobotocore.credentials import AioCredentials
 from aiobotocore.session import AioSession
@@ -21,6 +22,7 @@ from gateway.config import ProviderConfig
 from gateway.edge.errors import UpstreamError
 
 SERVICE = "bedrock"
+BEARER_VARIABLE = "AWS_BEARER_TOKEN_BEDROCK"  # where AWS's own SDKs find a Bedrock API key
 DEFAULT_REGION = "us-east-1"
 JSON = "application/json"
 
@@ -28,7 +30,7 @@ JSON = "application/json"
 class BedrockAuth:
     def __init__(self, config: ProviderConfig) -> None:
         self.region = config.region or DEFAULT_REGION
-        self._api_key = config.api_key
+        self._api_key = config.api_key or os.environ.get(BEARER_VARIABLE, "")
         self._chain: AioCredentials | None = None
         # One lookup of the chain at a time: a first burst would otherwise each read the files
         # and ask the instance metadata service.

@@ -10,12 +10,14 @@ import msgspec
 import pytest
 
 from gateway.catalogue import SHIPPED_PATH, Catalogue
+from ledger import audit
 from ledger.events import RequestCompleted
 from ledger.money import from_nano
 from simulator.cloud_credentials import AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN
 from tests.support import auth, decimal_json, sse_lines
 
 RATE = Decimal("84.0")
+SONNET_ID = "bedrock/claude-sonnet-4-5"
 GLOBAL_SONNET = "global.anthropic.claude-sonnet-4-5-20250929-v1:0"
 US_SONNET = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 ARN = "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1b2c3d4e5"
@@ -118,6 +120,18 @@ async def test_each_entry_is_charged_its_own_price_streamed_or_not(gateway, org,
     (event,) = await charges(gateway)
     assert from_nano(event.charged_inr_nano) == expected_usd(model, bedrock_usage) * RATE
     assert event.charged_inr_nano > 0
+    assert (await audit.verify(gateway.ledger.recorder))[1] == []
+
+
+async def test_a_bedrock_api_key_from_the_environment_is_sent_as_a_bearer_token(make_gateway, config, monkeypatch,
+                                                                                simulator):
+    monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "ABSK-from-the-environment-123")
+    gateway = await make_gateway(with_bedrock(config, api_key=""))
+    org = await gateway.new_org()
+    response = await gateway.client.post("/v1/chat/completions", json=ask(SONNET_ID, "hi"), headers=auth(org["api_key"]))
+    assert response.status == 200
+    (sent,) = await sim_records_of(gateway, simulator)
+    assert sent["headers"]["authorization"] == "Bearer ABSK-from-the-environment-123"
 
 
 async def test_an_application_inference_profile_arn_is_sent_encoded_and_signed(make_gateway, config, aws_env,
