@@ -128,7 +128,8 @@ async def test_a_bedrock_api_key_from_the_environment_is_sent_as_a_bearer_token(
     monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "ABSK-from-the-environment-123")
     gateway = await make_gateway(with_bedrock(config, api_key=""))
     org = await gateway.new_org()
-    response = await gateway.client.post("/v1/chat/completions", json=ask(SONNET_ID, "hi"), headers=auth(org["api_key"]))
+    response = await gateway.client.post("/v1/chat/completions", json=ask(SONNET_ID, "hi"),
+                                         headers=auth(org["api_key"]))
     assert response.status == 200
     (sent,) = await sim_records_of(gateway, simulator)
     assert sent["headers"]["authorization"] == "Bearer ABSK-from-the-environment-123"
