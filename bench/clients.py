@@ -48,9 +48,11 @@ def open_loop(target: Target, rate: float, duration_s: int) -> dict:
     return measured(target, run)
 
 
-def streamed(target: Target, connections: int, duration_s: int) -> dict:
+def streamed(target: Target, connections: int, duration_s: float, body: dict | None = None) -> dict:
+    """bench.streams' closed loop; `body`'s fields, if any, laid over its request's (another model)."""
     return measured(target, lambda: python_client(
-        "bench.streams", target, "--connections", str(connections), "--duration", str(duration_s)))
+        "bench.streams", target, "--connections", str(connections), "--duration", str(duration_s),
+        "--body", orjson.dumps(body or {}).decode()))
 
 
 @contextlib.contextmanager

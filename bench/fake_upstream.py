@@ -6,6 +6,12 @@ POST /v1/chat/completions answers one constant `chat.completion` with usage. A b
 a usage chunk and `[DONE]`, each written on its own. A stream whose prompt contains `[hold]` is
 held open --hold-s seconds after its first chunk (the open-streams memory run).
 
+POST /model/{model id}/converse-stream answers Bedrock's ConverseStream as AWS's binary event
+stream (`application/vnd.amazon.eventstream`, framed by the simulator's encoder): messageStart,
+the same --chunks token deltas, contentBlockStop, messageStop and metadata (the usage), each
+written on its own as the SSE stream's events are, so both answers carry the same tokens at the
+same pacing (N+4 writes each).
+
     python -m bench.fake_upstream [--port 0] [--chunks 16] [--hold-s 3600]
 
 Prints one JSON line {"event": "fake_upstream_ready", "url": ...} on stdout once it listens.
@@ -18,6 +24,8 @@ import sys
 
 import orjson
 from aiohttp import web
+
+from simulator import bedrock_eventstream
 
 READY_EVENT = "fake_upstream_ready"
 # The body is never decoded: a search of the raw bytes is enough to tell a stream apart.
@@ -39,18 +47,45 @@ def sse_event(choices: list, usage: dict | None) -> bytes:
                                      "choices": choices, "usage": usage}) + b"\n\n"
 
 
+def token(n: int) -> str:
+    """The text of token `n`, the same in both protocols' streams."""
+    return f"tok{n} "
+
+
 def stream_events(chunks: int) -> list[bytes]:
     """Every event of one streamed answer, encoded once at start-up."""
     def delta(content: dict, finish: str | None) -> bytes:
         return sse_event([{"index": 0, "delta": content, "finish_reason": finish}], None)
-    tokens = [delta({"content": f"tok{n} "}, None) for n in range(chunks)]
+    tokens = [delta({"content": token(n)}, None) for n in range(chunks)]
     return [delta({"role": "assistant", "content": ""}, None), *tokens, delta({}, "stop"),
             sse_event([], {**USAGE, "completion_tokens": chunks, "total_tokens": 12 + chunks}),
             b"data: [DONE]\n\n"]
 
 
+def converse_events(chunks: int) -> list[bytes]:
+    """Every event-stream message of one ConverseStream answer of `chunks` tokens, encoded once
+    (each padded with a random "p" field, as Bedrock pads them)."""
+    usage = {"inputTokens": USAGE["prompt_tokens"], "outputTokens": chunks, "totalTokens": 12 + chunks}
+    deltas = [bedrock_eventstream.event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": token(n)}})
+              for n in range(chunks)]
+    return [bedrock_eventstream.event("messageStart", {"role": "assistant"}), *deltas,
+            bedrock_eventstream.event("contentBlockStop", {"contentBlockIndex": 0}),
+            bedrock_eventstream.event("messageStop", {"stopReason": "end_turn"}),
+            bedrock_eventstream.event("metadata", {"usage": usage, "metrics": {"latencyMs": 1}})]
+
+
+async def written(request: web.Request, content_type: str, messages: list[bytes]) -> web.StreamResponse:
+    """A 200 answer streaming `messages`, each written on its own."""
+    response = web.StreamResponse(headers={"Content-Type": content_type})
+    await response.prepare(request)
+    for message in messages:
+        await response.write(message)
+    await response.write_eof()
+    return response
+
+
 def make_app(chunks: int, hold_s: float) -> web.Application:
-    body, events = completion_body(), stream_events(chunks)
+    body, events, converse = completion_body(), stream_events(chunks), converse_events(chunks)
 
     async def chat(request: web.Request) -> web.StreamResponse:
         raw = await request.read()
@@ -66,8 +101,13 @@ def make_app(chunks: int, hold_s: float) -> web.Application:
         await response.write_eof()
         return response
 
+    async def converse_stream(request: web.Request) -> web.StreamResponse:
+        await request.read()  # the request is never looked at, but read as a real server would
+        return await written(request, bedrock_eventstream.CONTENT_TYPE, converse)
+
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/model/{model}/converse-stream", converse_stream)
     return app
 
 

@@ -8,6 +8,10 @@ hold:   opens --connections streams at once and keeps them open (asking bench.fa
         then keeps them until stdin closes, so the caller can read the gateway's memory meanwhile.
 
     python -m bench.streams --url URL --key KEY [--mode closed|hold] [--connections 32] [--duration 8]
+                            [--body '{"model": "bedrock/...", "max_tokens": 256}']
+
+--body's fields are laid over the request's (http_wire.CHAT, streamed, the prompt above), so one
+generator drives any chat model the gateway serves.
 """
 
 import argparse
@@ -41,7 +45,8 @@ class StreamCounter:
 
 def raw_request(args: argparse.Namespace) -> tuple[str, int, bytes]:
     prompt = "benchmark prompt" + (f" {HOLD_MARK.decode()}" if args.mode == "hold" else "")
-    body = orjson.dumps({**http_wire.CHAT, "stream": True, "messages": [{"role": "user", "content": prompt}]})
+    base = {**http_wire.CHAT, "stream": True, "messages": [{"role": "user", "content": prompt}]}
+    body = orjson.dumps({**base, **orjson.loads(args.body)})
     return http_wire.post_request(args.url.rstrip("/") + http_wire.CHAT_PATH, args.key, body)
 
 
@@ -118,6 +123,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--mode", choices=("closed", "hold"), default="closed")
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--duration", type=float, default=8.0, help="seconds (closed mode)")
+    parser.add_argument("--body", default="{}", help="a JSON object of fields laid over the request's")
     return parser.parse_args(argv)
 
 
