@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 from gateway.catalogue import Catalogue, Resolved
 from gateway.config import Config
+from gateway.edge.errors import ApiError
 from gateway.providers import build
 from gateway.providers.http import Upstream
 
@@ -72,6 +73,19 @@ def openai_responses(wire: dict, most: int) -> int:
 
 def anthropic_messages(wire: dict, most: int) -> int:
     return each(most, wire.get("max_tokens"))
+
+
+def converse(wire: dict, most: int) -> int:
+    """Bedrock's Converse: inferenceConfig.maxTokens, one answer."""
+    return each(most, (wire.get("inferenceConfig") or {}).get("maxTokens"))
+
+
+def sent_or_refused(build) -> dict | None:
+    """What an adapter sends (`build()`), None when it refuses the body: a 400, nothing sent."""
+    try:
+        return build()
+    except ApiError:
+        return None
 
 
 def gemini(wire: dict, most: int) -> int:

@@ -12,7 +12,8 @@ where inputs are taken apart (embeddings, text completions): there each may fill
 import msgspec
 import pytest
 from tests.gateway.billing.ceiling_support import (
-    CATALOGUE, anthropic_messages, each, gemini, openai_chat, openai_completions, openai_responses, served, services,
+    CATALOGUE, anthropic_messages, converse, each, gemini, openai_chat, openai_completions, openai_responses,
+    sent_or_refused, served, services,
 )
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -30,6 +31,7 @@ from gateway.edge.errors import ApiError
 from gateway.messages.request import MessagesRequest
 from gateway.providers.anthropic.adapter import AnthropicProvider
 from gateway.providers.base import ChatCall
+from gateway.providers.bedrock.adapter import BedrockProvider
 from gateway.providers.google.adapter import GoogleProvider
 from gateway.providers.vertex.adapter import VertexProvider
 from gateway.resolution import CHAT, COMPLETION, EMBEDDING, servers
@@ -87,6 +89,8 @@ def chat_reader(adapter: object):
         return anthropic_messages
     if isinstance(adapter, VertexProvider):
         return lambda wire, limit: (anthropic_messages if "anthropic_version" in wire else gemini)(wire, limit)
+    if isinstance(adapter, BedrockProvider):
+        return converse
     return gemini if isinstance(adapter, GoogleProvider) else openai_chat
 
 
@@ -108,7 +112,9 @@ def test_chat(model, limits, stream, shares):
         return  # refused before any upstream call
     ceiling = chat.ceiling(SERVICES, body)
     for one in usable:
-        wire = one.provider.chat_request(ChatCall("r", one.model.upstream_model, body), stream)
+        call = ChatCall("r", one.model.upstream_model, body)
+        if (wire := sent_or_refused(lambda one=one, call=call: one.provider.chat_request(call, stream))) is None:
+            continue
         output = chat_reader(one.provider)(wire, ceilings.output_limit(one.model))
         worst_case_holds(shares, one.model, ceiling(one.model), ceilings.prompt_bound(one.model, body), output)
 
@@ -131,8 +137,9 @@ def test_messages(model, limits, stream, shares):
         if native is not None:
             output = anthropic_messages(native.messages_request(call, stream), ceilings.output_limit(one.model))
         else:
-            output = chat_reader(one.provider)(one.provider.chat_request(call, stream),
-                                               ceilings.output_limit(one.model))
+            if (wire := sent_or_refused(lambda one=one, call=call: one.provider.chat_request(call, stream))) is None:
+                continue
+            output = chat_reader(one.provider)(wire, ceilings.output_limit(one.model))
         worst_case_holds(shares, one.model, ceiling(one.model), ceilings.prompt_bound(one.model, body), output)
 
 
@@ -161,8 +168,9 @@ def test_responses(model, limits, stream, history, shares):
         if native is not None:
             output = openai_responses(native.response_request(call, stream), ceilings.output_limit(one.model))
         else:
-            output = chat_reader(one.provider)(one.provider.chat_request(call, stream),
-                                               ceilings.output_limit(one.model))
+            if (wire := sent_or_refused(lambda one=one, call=call: one.provider.chat_request(call, stream))) is None:
+                continue
+            output = chat_reader(one.provider)(wire, ceilings.output_limit(one.model))
         prompt = ceilings.prompt_bound(one.model, [body, history])
         worst_case_holds(shares, one.model, ceiling(one.model), prompt, output)
 
@@ -245,6 +253,6 @@ def test_realtime(model, client_bytes, spent, responses):
 def test_every_chat_api_and_route_kind_is_exercised():
     """The chat models reach all three chat APIs, so each reading above is tried."""
     adapters = {type(one.provider) for model in ids("chat") for one in servers(SERVICES, model, CHAT)}
-    assert {AnthropicProvider, GoogleProvider, VertexProvider} < adapters  # and OpenAI-shaped ones
+    assert {AnthropicProvider, GoogleProvider, VertexProvider, BedrockProvider} < adapters  # and OpenAI-shaped ones
     assert all(served(kind) for kind in ("completion", "embedding", "realtime"))
     assert each(16_384, 7, None, "9") == 9 and each(16_384, 7, "x") == 16_384  # unreadable: the model's own

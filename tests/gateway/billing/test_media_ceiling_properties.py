@@ -14,7 +14,7 @@ adapter refuses (a URL for Gemini or a translated Anthropic body) is a 400: noth
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from tests.gateway.billing.ceiling_support import CATALOGUE, anthropic_messages
+from tests.gateway.billing.ceiling_support import CATALOGUE, anthropic_messages, sent_or_refused
 from tests.gateway.billing.media_support import (
     anthropic_blocks, b64, chat_parts, data_url, png, responses_parts, wav,
 )
@@ -34,6 +34,7 @@ from gateway.providers.anthropic.adapter import AnthropicProvider
 from gateway.providers.base import ChatCall
 from gateway.providers.google.adapter import GoogleProvider
 from gateway.providers.vertex.adapter import VertexProvider, is_claude
+from gateway.providers.bedrock.adapter import BedrockProvider
 from gateway.resolution import CHAT, servers
 from gateway.responses.request import ResponsesRequest, check
 from gateway.responses.service import Conversation
@@ -69,6 +70,8 @@ def billed_media(adapter: object, upstream_model: str, wire: dict) -> int:
     """What the provider of `adapter` bills for the media of the body it is sent."""
     if isinstance(adapter, AnthropicProvider) or (isinstance(adapter, VertexProvider) and is_claude(upstream_model)):
         return anthropic_media_tokens(wire.get("messages") or [])
+    if isinstance(adapter, BedrockProvider):  # Converse's image bytes, billed as Claude's
+        return anthropic_media_tokens(converse_as_anthropic(wire.get("messages") or []))
     if isinstance(adapter, GoogleProvider | VertexProvider):
         return sum(gemini_inline(part["inlineData"]["mimeType"], part["inlineData"]["data"])
                    for content in wire.get("contents") or () for part in content["parts"] if "inlineData" in part)
@@ -76,16 +79,15 @@ def billed_media(adapter: object, upstream_model: str, wire: dict) -> int:
     return openai_media_tokens(upstream_model, conversation)
 
 
+def converse_as_anthropic(messages: list) -> list:
+    """Converse messages with their images as Anthropic's image blocks, for Anthropic's rule."""
+    return [{"content": [{"type": "image", "source": {"type": "base64", "data": block["image"]["source"]["bytes"]}}
+                         for block in message["content"] if "image" in block]} for message in messages]
+
+
 def billable_prompt(model: Resolved, client_body: object, media: int) -> int:
     """The most prompt a provider reports: the text at a token a byte and the media as billed."""
     return min(len(encode(text_of(client_body))) + media, model.record.context_length)
-
-
-def sent_or_refused(build) -> dict | None:
-    try:
-        return build()
-    except ApiError:
-        return None  # the adapter refuses it (a URL it does not fetch): a 400, nothing sent
 
 
 # -- POST /v1/chat/completions -------------------------------------------------------------------

@@ -244,3 +244,31 @@ async def test_a_broken_event_stream_frame_is_a_clean_failure(make_gateway, conf
     assert "broken event stream" in (await response.json())["error"]["message"]
     (event,) = await charges(gateway)
     assert event.charged_inr_nano == 0
+
+
+PNG_1PX = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+
+
+async def test_an_image_goes_as_converse_bytes_and_an_image_url_is_refused_before_any_call(gateway, org, simulator):
+    content = [{"type": "text", "text": "what is it?"},
+               {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_1PX}"}}]
+    response = await gateway.client.post("/v1/chat/completions", headers=auth(org["api_key"]), json={
+        "model": SONNET, "max_tokens": 10, "messages": [{"role": "user", "content": content}]})
+    assert response.status == 200, await response.text()
+    sent = [r for r in (await (await gateway.client.session.get(simulator.make_url("/_sim/requests"))).json())["data"]
+            if r["path"].startswith("/model/")][-1]["body"]
+    assert sent["messages"][0]["content"][1] == {"image": {"format": "png", "source": {"bytes": PNG_1PX}}}
+    content[1] = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
+    refused = await gateway.client.post("/v1/chat/completions", headers=auth(org["api_key"]), json={
+        "model": SONNET, "max_tokens": 10, "messages": [{"role": "user", "content": content}]})
+    assert refused.status == 400 and (await refused.json())["error"]["param"] == "messages"
+    assert len(await bedrock_calls(gateway, simulator)) == 1
+
+
+async def test_a_stream_that_ends_before_its_metadata_is_a_failure_not_a_free_answer(gateway, org):
+    response = await gateway.client.post("/v1/chat/completions", headers=auth(org["api_key"]), json={
+        "model": SONNET, "max_tokens": 20, "stream": True, "messages": [{"role": "user", "content": "x [sim:no_end]"}]})
+    lines = await sse_lines(response)
+    assert lines[-1] == b"[DONE]" and "metadata" in orjson.loads(lines[-2])["error"]["message"]
+    (event,) = await charges(gateway)
+    assert event.status == 502
