@@ -44,7 +44,8 @@ async def test_the_openai_sdk_streams_a_bedrock_model_with_its_usage(gateway, or
 
 async def test_tools_round_trip_through_converse(gateway, org, simulator):
     parameters = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": parameters}}]
+    function = {"name": "get_weather", "description": "Weather", "parameters": parameters}
+    tools = [{"type": "function", "function": function}]
     client = sdk(gateway, org)
     first = await client.chat.completions.create(model=SONNET, max_tokens=40, tools=tools, tool_choice="required",
                                                  messages=[{"role": "user", "content": "weather?"}])
