@@ -10,7 +10,11 @@ from gateway.providers.openai.responses import OpenAIResponses
 
 
 def offer(provider_id: str, config: ProviderConfig, upstream: Upstream) -> Offer:
-    """An Azure resource's adapter; ConfigError when its Entra ID credentials are partly set."""
+    """An Azure resource's adapter; ConfigError when its Entra ID credentials are partly set.
+    Nothing while no resource is named (the shipped provider's base_url is AZURE_OPENAI_BASE_URL,
+    empty when unset): a model's other providers must not fail over to a resource that is not there."""
     adapter = AzureProvider(provider_id, config, upstream)
+    if not config.base_url:
+        return Offer()
     return Offer(chat=adapter, responses=OpenAIResponses(adapter), completion=adapter, embedding=adapter,
                  speech=adapter, transcription=adapter)

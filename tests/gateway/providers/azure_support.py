@@ -35,7 +35,7 @@ def azure_catalogue(path) -> str:
 def azure_provider(sim_url: str, *, api_version: str = "", entra: bool = False, **options: Any) -> ProviderConfig:
     """The simulator as an Azure resource: the v1 API, or (`api_version`) the deployments path;
     with its api-key, or (`entra`) Entra ID client credentials issued by the simulator."""
-    base_url = f"{sim_url}/openai" if api_version else f"{sim_url}/openai/v1"
+    base_url = options.pop("base_url", f"{sim_url}/openai" if api_version else f"{sim_url}/openai/v1")
     credentials: dict[str, Any] = {"api_key": AZURE_API_KEY}
     if entra:
         credentials = {"tenant_id": AZURE_TENANT_ID, "client_id": AZURE_CLIENT_ID,

@@ -126,3 +126,11 @@ async def test_a_token_azure_refuses_is_forgotten_and_the_next_request_fetches_a
     again = await gateway.client.post("/v1/chat/completions", json=ask(), headers=auth(org["api_key"]))
     assert again.status == 200
     assert await issued(gateway, sim_url) == 2
+
+
+async def test_an_azure_provider_without_a_resource_serves_nothing(make_gateway, config, sim_url, tmp_path):
+    # The shipped provider reads its base_url from AZURE_OPENAI_BASE_URL; unset, it is not a candidate.
+    gateway = await make_gateway(with_azure(config, azure_provider(sim_url, base_url=""), tmp_path))
+    org = await gateway.new_org("1")
+    response = await gateway.client.post("/v1/chat/completions", json=ask(), headers=auth(org["api_key"]))
+    assert response.status == 501 and "azure" in (await response.json())["error"]["message"]
