@@ -60,8 +60,10 @@ def servers(services: Services, model: str, capability: Capability[P]) -> list[S
     served = [Served(resolved, adapters[resolved.provider_id]) for resolved in candidates
               if resolved.provider_id in adapters]
     if not served:
-        raise ApiError(501, f"provider {candidates[0].provider_id!r} of model {model!r} cannot serve"
-                            f" {capability.kind} requests in this gateway yet", type="not_implemented")
+        provider = candidates[0].provider_id
+        raise ApiError(501, f"provider {provider!r} of model {model!r} cannot serve {capability.kind} requests in"
+                            f" this gateway yet, or has no credentials or resource configured ([providers.{provider}])",
+                       type="not_implemented")
     return served
 
 

@@ -11,6 +11,7 @@ bytes and encoded URL that are sent.
 
 import asyncio
 import os
+from pathlib import Path
 
 from aiobotocore.credentials import AioCredentials
 from aiobotocore.session import AioSession
@@ -25,6 +26,31 @@ SERVICE = "bedrock"
 BEARER_VARIABLE = "AWS_BEARER_TOKEN_BEDROCK"  # where AWS's own SDKs find a Bedrock API key
 DEFAULT_REGION = "us-east-1"
 JSON = "application/json"
+
+
+# Where the credential chain finds credentials without asking the network; the instance metadata
+# service answers only on EC2, which names itself in the machine's DMI tables.
+CHAIN_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
+                   "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", BEARER_VARIABLE)
+EC2_VENDOR = (Path("/sys/class/dmi/id/sys_vendor"), "Amazon EC2")
+
+
+def credentials_findable(config: ProviderConfig) -> bool:
+    """Whether this provider has a key or the chain has a source to read: else the shipped
+    provider stands unused, and a model's other providers must not fail over to it."""
+    environ = os.environ
+    if config.api_key or any(environ.get(name) for name in CHAIN_VARIABLES):
+        return True
+    files = (environ.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials",
+             environ.get("AWS_CONFIG_FILE") or "~/.aws/config")
+    return any(Path(name).expanduser().is_file() for name in files) or _reads(*EC2_VENDOR)
+
+
+def _reads(path: Path, text: str) -> bool:
+    try:
+        return text in path.read_text()
+    except OSError:
+        return False
 
 
 class BedrockAuth:

@@ -12,7 +12,9 @@ every request in between, and concurrent requests wait for the one fetch under w
 
 import asyncio
 import datetime
+import os
 import threading
+from pathlib import Path
 
 import google.auth
 import google.auth.credentials
@@ -32,6 +34,31 @@ REFUSALS = (exceptions.DefaultCredentialsError, exceptions.RefreshError, excepti
             ValueError)
 UNKNOWN_LIFETIME_S = 600.0  # for credentials that do not say when their token expires
 REASON_CHARS = 300  # of google-auth's account of a failure, kept in the error
+
+
+# Where Application Default Credentials are found without asking the network: a file, gcloud's
+# own (its configuration folder), a named metadata server, or a Google Compute Engine machine,
+# which names itself in its DMI tables (as google-auth checks it).
+ADC_VARIABLES = ("GOOGLE_APPLICATION_CREDENTIALS", "GCE_METADATA_HOST")
+GCLOUD_ADC = "application_default_credentials.json"
+GCE_PRODUCT = (Path("/sys/class/dmi/id/product_name"), "Google")
+
+
+def credentials_findable(credentials_file: str) -> bool:
+    """Whether this provider has credentials it could use: else the shipped provider stands
+    unused, and a model's other providers must not fail over to it."""
+    environ = os.environ
+    if credentials_file or any(environ.get(name) for name in ADC_VARIABLES):
+        return True
+    gcloud = Path(environ.get("CLOUDSDK_CONFIG") or "~/.config/gcloud").expanduser() / GCLOUD_ADC
+    return gcloud.is_file() or _reads(*GCE_PRODUCT)
+
+
+def _reads(path: Path, text: str) -> bool:
+    try:
+        return text in path.read_text()
+    except OSError:
+        return False
 
 
 class Access(msgspec.Struct, frozen=True):

@@ -157,5 +157,6 @@ async def test_a_model_of_a_provider_without_the_capability_is_501_on_every_rout
     status, body = await send(elsewhere, org["api_key"], route, model)
     assert status == 501 and body["error"]["code"] == "not_implemented"  # type: OpenAI's or Anthropic's
     assert body["error"]["message"] == (f"provider 'mistral' of model {model!r} cannot serve {kind_of(route)}"
-                                        " requests in this gateway yet")
+                                        " requests in this gateway yet, or has no credentials or resource"
+                                        " configured ([providers.mistral])")
     assert await nothing_happened(elsewhere, simulator)

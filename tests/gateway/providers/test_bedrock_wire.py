@@ -190,10 +190,11 @@ async def test_temporary_credentials_are_fetched_once_and_renewed_before_they_la
     assert {call["auth"] for call in await bedrock_calls(gateway, simulator)} == {"sigv4"}
 
 
-async def test_no_aws_credentials_is_a_clean_502_that_fails_over(make_gateway, config, monkeypatch):
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+async def test_a_credential_chain_that_fails_is_a_clean_502(make_gateway, config, monkeypatch):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK",
                  "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile")  # a source named, but not there
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/config")
@@ -202,7 +203,8 @@ async def test_no_aws_credentials_is_a_clean_502_that_fails_over(make_gateway, c
     response = await gateway.client.post("/v1/chat/completions", headers=auth(org["api_key"]), json={
         "model": SONNET, "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]})
     body = await response.json()
-    assert response.status == 502 and "credentials" in body["error"]["message"]
+    assert response.status == 502 and "AWS credentials" in body["error"]["message"]
+    assert "no-such-profile" in body["error"]["message"]
 
 
 async def test_no_aws_secret_reaches_a_client_the_log_or_the_ledger(make_gateway, config, aws_env, monkeypatch,  # noqa: F811
