@@ -13,7 +13,7 @@ from gateway.ops.metrics import Metrics
 from gateway.edge.middleware import add_request_id, observe
 from gateway.edge.state import METRICS
 from ledger.recorder import LedgerUnavailable
-from tests.support import auth, chat_body, post_chat, request_events, upstream_requests
+from tests.support import auth, chat_body, post_chat, request_events, single_attempt, upstream_requests
 
 anthropic = pytest.importorskip("anthropic")
 
@@ -22,6 +22,13 @@ MESSAGES = "/v1/messages"
 
 
 pytestmark = pytest.mark.usefixtures("no_anthropic_env")
+
+
+@pytest.fixture
+async def gateway(make_gateway, config):
+    """One attempt per request: Anthropic's own errors are the ones judged, never Bedrock's or
+    Vertex's answer in their place (they serve the shipped Claude models too)."""
+    return await make_gateway(single_attempt(config))
 
 
 def sdk(gateway, key: str | None, retries: int = 0):
@@ -213,7 +220,7 @@ async def overloaded_upstream(aiohttp_server, make_gateway, config):
     server = await aiohttp_server(upstream)
     anthropic_config = msgspec.structs.replace(config.providers["anthropic"], base_url=str(server.make_url("")))
     providers = {**config.providers, "anthropic": anthropic_config}
-    return await make_gateway(msgspec.structs.replace(config, providers=providers)), upstream
+    return await make_gateway(single_attempt(msgspec.structs.replace(config, providers=providers))), upstream
 
 
 @pytest.mark.parametrize("stream", [False, True])
