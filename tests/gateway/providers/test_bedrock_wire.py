@@ -275,3 +275,12 @@ async def test_a_stream_that_ends_before_its_metadata_is_a_failure_not_a_free_an
     assert lines[-1] == b"[DONE]" and "metadata" in orjson.loads(lines[-2])["error"]["message"]
     (event,) = await charges(gateway)
     assert event.status == 502
+
+
+async def test_more_than_one_answer_is_refused_with_a_400_naming_n(gateway, org, simulator):
+    response = await gateway.client.post("/v1/chat/completions", headers=auth(org["api_key"]), json={
+        "model": SONNET, "max_tokens": 10, "n": 2, "messages": [{"role": "user", "content": "x"}]})
+    body = await response.json()
+    assert response.status == 400 and body["error"]["param"] == "n"
+    assert await bedrock_calls(gateway, simulator) == []
+    assert all(event.charged_inr_nano == 0 for event in await charges(gateway))
