@@ -90,9 +90,9 @@ class ConverseChunks:
         if kind == "messageStart":
             return self._chunk({"role": "assistant", "content": ""})
         if kind == "contentBlockStart":
-            return self._started(_index(event), (event.get("start") or {}).get("toolUse"))
+            return self._started(_index(event), _part(event, "start").get("toolUse"))
         if kind == "contentBlockDelta":
-            return self._delta(_index(event), event.get("delta") or {})
+            return self._delta(_index(event), _part(event, "delta"))
         if kind == "messageStop":
             self.stopped = True
             reason = answers.finish_reason(event.get("stopReason"), bool(self._text_blocks))
@@ -115,7 +115,7 @@ class ConverseChunks:
     def _delta(self, block: int, delta: dict) -> dict | None:
         if isinstance(delta.get("text"), str):  # a JSON answer is its tool's input alone, as unstreamed
             return None if self.as_json else self._chunk({"content": delta["text"]})
-        fragment = (delta.get("toolUse") or {}).get("input")
+        fragment = _part(delta, "toolUse").get("input")
         if not isinstance(fragment, str):
             return None  # reasoning and other deltas the OpenAI shape has no place for
         if block in self._text_blocks:
@@ -127,6 +127,16 @@ class ConverseChunks:
     def _chunk(self, delta: dict, finish_reason: str | None = None) -> dict:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
         return {**self.head, "choices": [choice]}
+
+
+def _part(event: dict, name: str) -> dict:
+    """`event[name]`, an object (absent: empty); anything else is a broken event (502)."""
+    part = event.get(name)
+    if part is None:
+        return {}
+    if not isinstance(part, dict):
+        raise UpstreamError(502, f"bedrock sent an event whose {name} is not an object")
+    return part
 
 
 def _index(event: dict) -> int:

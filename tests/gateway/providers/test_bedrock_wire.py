@@ -284,3 +284,23 @@ async def test_more_than_one_answer_is_refused_with_a_400_naming_n(gateway, org,
     assert response.status == 400 and body["error"]["param"] == "n"
     assert await bedrock_calls(gateway, simulator) == []
     assert all(event.charged_inr_nano == 0 for event in await charges(gateway))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("fault", ["usage=negative", "usage=string", "usage=huge", "usage=float", "usage=bool",
+                                   "malformed", "bad_chunk"])  # cached_over: Bedrock's cache counts add
+async def test_a_lying_bedrock_is_answered_502_and_charges_nothing(gateway, org, fault, stream):
+    """A usage that would bill nonsense (or credit the org), an answer of the wrong shape, a frame
+    that is not JSON: never priced, never a 500."""
+    if fault == "bad_chunk" and not stream:
+        pytest.skip("bad_chunk spoils a stream only")
+    response = await gateway.client.post("/v1/chat/completions", headers=auth(org["api_key"]), json={
+        "model": "bedrock/" + "global.anthropic.claude-sonnet-4-5-20250929-v1:0", "max_tokens": 20,
+        "stream": stream, "messages": [{"role": "user", "content": f"x [sim:{fault}] [sim:tokens=3]"}]})
+    if stream:
+        lines = await sse_lines(response)
+        assert lines[-1] == b"[DONE]" and orjson.loads(lines[-2])["error"]["type"] == "gateway_error"
+    else:
+        assert response.status == 502, await response.text()
+    (event,) = await charges(gateway)
+    assert event.status == 502 and event.charged_inr_nano == 0
