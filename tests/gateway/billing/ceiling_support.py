@@ -4,18 +4,25 @@ it is sent, per API, stated here apart from the gateway's code."""
 
 from types import SimpleNamespace
 
+import msgspec
+
 from gateway.catalogue import Catalogue, Resolved
 from gateway.config import Config
 from gateway.edge.errors import ApiError
 from gateway.providers import build
 from gateway.providers.http import Upstream
+from tests.support import cloud_provider
 
 CATALOGUE = Catalogue.load()
 
 
 def services() -> SimpleNamespace:
-    """What the ceilings read of Services: the configured rate, the catalogue and every configured adapter."""
-    config = Config()
+    """What the ceilings read of Services: the configured rate, the catalogue and every shipped
+    provider's adapter, the clouds given credentials (else they serve nothing) at a closed port."""
+    shipped = Config()
+    providers = {name: cloud_provider(provider.protocol, "http://127.0.0.1:9")
+                 for name, provider in shipped.providers.items()}
+    config = msgspec.structs.replace(shipped, providers=providers)
     upstream = Upstream(session=None, observe=lambda *_: None)  # type: ignore[arg-type]  # never called
     return SimpleNamespace(config=config, catalogue=CATALOGUE, providers=build(config.providers, upstream))
 
