@@ -207,8 +207,8 @@ async def test_a_credential_chain_that_fails_is_a_clean_502(make_gateway, config
     assert "no-such-profile" in body["error"]["message"]
 
 
-async def test_no_aws_secret_reaches_a_client_the_log_or_the_ledger(make_gateway, config, aws_env, monkeypatch,  # noqa: F811
-                                                                    capsys, simulator):
+async def test_no_aws_secret_reaches_a_client_the_log_the_metrics_or_the_ledger(
+        make_gateway, config, aws_env, monkeypatch, capsys, simulator):  # noqa: F811 (aws_env: the fixture)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong" + AWS_SECRET_ACCESS_KEY)  # refused: InvalidSignature
     gateway = await make_gateway(with_bedrock(config, api_key=""))
     org = await gateway.new_org()
@@ -217,8 +217,9 @@ async def test_no_aws_secret_reaches_a_client_the_log_or_the_ledger(make_gateway
     text = await response.text()
     assert response.status == 502 and "InvalidSignatureException" in text
     records = json.dumps([msgspec.to_builtins(r.event) for r in await gateway.events()])
-    seen = text + capsys.readouterr().out + records
-    for secret in (AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN):
+    metrics = await (await gateway.client.get("/metrics")).text()
+    seen = text + capsys.readouterr().out + records + metrics
+    for secret in (AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, "wrong" + AWS_SECRET_ACCESS_KEY):
         assert secret not in seen
 
 
