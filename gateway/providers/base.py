@@ -59,6 +59,18 @@ def answers(body: dict, name: str) -> int:
     return number
 
 
+def alternating(turns: list[tuple[str, list[dict]]]) -> list[dict]:
+    """(role, content blocks) turns as messages whose roles alternate, consecutive turns of one
+    role merged into one message (Anthropic's Messages and Bedrock's Converse require it)."""
+    merged: list[dict] = []
+    for role, blocks in turns:
+        if merged and merged[-1]["role"] == role:
+            merged[-1]["content"].extend(blocks)
+        else:
+            merged.append({"role": role, "content": list(blocks)})
+    return merged
+
+
 def completion_id(request_id: str) -> str:
     """The `chat.completion` id of a request whose provider names none of its own."""
     return f"chatcmpl-{request_id}"

@@ -101,15 +101,19 @@ async def _post(upstream: Upstream, provider: str, url: str | yarl.URL, data: by
     return response
 
 
-async def error_from(provider: str, response: aiohttp.ClientResponse) -> UpstreamError:
-    """An UpstreamError carrying the provider's status and its own message."""
+async def error_text(response: aiohttp.ClientResponse) -> str:
+    """The start of an error answer's body ("" when it cannot be read); the connection released."""
     try:
-        text = (await response.read())[:ERROR_BODY_BYTES].decode(errors="replace")
+        return (await response.read())[:ERROR_BODY_BYTES].decode(errors="replace")
     except (TimeoutError, aiohttp.ClientError):
-        text = ""
+        return ""
     finally:
         response.release()
-    message = _error_message(text) or response.reason or "no message"
+
+
+async def error_from(provider: str, response: aiohttp.ClientResponse) -> UpstreamError:
+    """An UpstreamError carrying the provider's status and its own message."""
+    message = _error_message(await error_text(response)) or response.reason or "no message"
     return scrubbed(UpstreamError(response.status, f"{provider} returned {response.status}: {message}",
                                   retry_after=response.headers.get("Retry-After")), response)
 

@@ -3,17 +3,19 @@ provider's stream becomes an UpstreamError. A read timeout is a 504 and a broken
 502; an event reporting the provider's failure (each protocol's `failure`: Anthropic's `error`
 event, Gemini's `error` object, OpenAI's error chunk, a Responses `error`/`response.failed`) is
 raised as that failure; and each of them leaves without the key its request carried, since
-providers quote the key they received.
+providers quote the key they received. `ReadAhead`: a translated stream read up to its first
+chunk before it is handed on (Gemini's, Bedrock's).
 """
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import ClassVar, Generic, TypeVar
 
 import aiohttp
 
 from gateway.edge import sse
 from gateway.edge.errors import UpstreamError
+from gateway.providers.base import Chunk
 from gateway.providers.http import scrubbed
 
 T = TypeVar("T")
@@ -61,3 +63,28 @@ class UpstreamEventStream(ABC, Generic[T]):
 
     async def aclose(self) -> None:
         self._response.close()  # closing the connection is how an HTTP client cancels
+
+
+class ReadAhead:
+    """OpenAI chunks translated from a provider's stream (`_chunks`), read up to the first by
+    `start` before the stream is handed on: a request the provider refuses in its first event
+    fails there, before anything is relayed, and may still fail over."""
+
+    _chunks: AsyncGenerator[Chunk, None]
+    _first: Chunk | None = None
+
+    async def start(self) -> None:
+        try:
+            self._first = await anext(self._chunks, None)
+        except BaseException:  # refused, broken or cancelled: never leak the connection
+            await self.aclose()
+            raise
+
+    async def __aiter__(self) -> AsyncIterator[Chunk]:
+        if self._first is not None:
+            yield self._first
+        async for chunk in self._chunks:
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._chunks.aclose()

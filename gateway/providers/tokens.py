@@ -1,9 +1,11 @@
 """Short-lived credentials a cloud issues (a Google access token, an Entra ID token, AWS's
 temporary keys), kept while they are good and renewed before they lapse: once for every request
-in between, by one caller at a time, never once per request."""
+in between, by one caller at a time, never once per request; and `names_itself`, how a cloud's
+machine is told apart (its DMI tables) when looking for credentials without the network."""
 
 import asyncio
 import time
+from pathlib import Path
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
@@ -56,3 +58,11 @@ class RenewedCredential(Generic[T]):
     def forget(self) -> None:
         """Drop the credential held (the issuer refused it), so the next `get` fetches anew."""
         self._held = None
+
+
+def names_itself(path: Path, vendor: str) -> bool:
+    """Whether the machine's `path` (a DMI table: /sys/class/dmi/id/...) names `vendor`."""
+    try:
+        return vendor in path.read_text()
+    except OSError:
+        return False

@@ -12,7 +12,7 @@ from types import MappingProxyType
 from gateway.providers.usage import Usage, checked_usage, token_count, usage_report
 from gateway.edge.errors import UpstreamError, bad_request
 from gateway.jsonio import encode, loads
-from gateway.providers.base import Allowance, MessageEvent, limit  # noqa: F401  (MessageEvent: read here too)
+from gateway.providers.base import Allowance, MessageEvent, alternating, limit  # noqa: F401  (MessageEvent: read here too)
 from gateway.providers.shapes import AnthropicEvent, AnthropicMessage, conforming
 
 API_VERSION = "2023-06-01"
@@ -115,13 +115,7 @@ def turn_of(index: int, message: dict) -> tuple[str, list[dict]]:
 
 def merge_turns(turns: list[tuple[str, list[dict]]]) -> list[dict]:
     """Consecutive turns of the same role merged into one, as Anthropic requires alternation."""
-    merged: list[dict] = []
-    for role, blocks in turns:
-        if merged and merged[-1]["role"] == role:
-            merged[-1]["content"].extend(blocks)
-        else:
-            merged.append({"role": role, "content": list(blocks)})
-    return [_collapsed(turn) for turn in merged]
+    return [_collapsed(turn) for turn in alternating(turns)]
 
 
 def _collapsed(turn: dict) -> dict:

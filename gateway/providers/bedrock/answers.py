@@ -14,7 +14,7 @@ import msgspec
 from gateway.edge.errors import UpstreamError
 from gateway.jsonio import encode, loads
 from gateway.providers.bedrock.converse import RESPONSE_TOOL
-from gateway.providers.http import ERROR_BODY_BYTES, scrubbed
+from gateway.providers.http import error_text, scrubbed
 from gateway.providers.shapes import conforming
 from gateway.providers.usage import Usage, checked_usage, token_count, usage_report
 
@@ -102,17 +102,12 @@ def error(name: str, message: str, retry_after: str | None = None) -> UpstreamEr
     """AWS's error `name` (e.g. ThrottlingException) as an UpstreamError with the gateway's status."""
     status = ERROR_STATUS.get(name.lower(), 502)
     shown = name[:1].upper() + name[1:]  # a stream's exception types start lower-case
-    return UpstreamError(status, f"bedrock returned {shown}: {message}"[:600], retry_after)
+    return UpstreamError(status, f"bedrock returned {shown}: {message}", retry_after)  # cut short by scrubbed
 
 
 async def refused(provider: str, response: aiohttp.ClientResponse) -> UpstreamError:
     """An AWS error answer (REST-JSON: `x-amzn-ErrorType`, a body with `message`), read and scrubbed."""
-    try:
-        text = (await response.read())[:ERROR_BODY_BYTES].decode(errors="replace")
-    except (TimeoutError, aiohttp.ClientError):
-        text = ""
-    finally:
-        response.release()
+    text = await error_text(response)
     name = response.headers.get("x-amzn-ErrorType", "").split(":", 1)[0] or f"HTTP {response.status}"
     failure = error(name, _message(text) or response.reason or "no message", response.headers.get("Retry-After"))
     if name.startswith("HTTP"):

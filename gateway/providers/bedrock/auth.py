@@ -21,6 +21,7 @@ from botocore.exceptions import BotoCoreError
 
 from gateway.config import ProviderConfig
 from gateway.edge.errors import UpstreamError
+from gateway.providers.tokens import names_itself
 
 SERVICE = "bedrock"
 BEARER_VARIABLE = "AWS_BEARER_TOKEN_BEDROCK"  # where AWS's own SDKs find a Bedrock API key
@@ -43,14 +44,7 @@ def credentials_findable(config: ProviderConfig) -> bool:
         return True
     files = (environ.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials",
              environ.get("AWS_CONFIG_FILE") or "~/.aws/config")
-    return any(Path(name).expanduser().is_file() for name in files) or _reads(*EC2_VENDOR)
-
-
-def _reads(path: Path, text: str) -> bool:
-    try:
-        return text in path.read_text()
-    except OSError:
-        return False
+    return any(Path(name).expanduser().is_file() for name in files) or names_itself(*EC2_VENDOR)
 
 
 class BedrockAuth:

@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 from gateway.edge.errors import bad_request
 from gateway.jsonio import loads
-from gateway.providers.base import Allowance, answers, limit
+from gateway.providers.base import Allowance, alternating, answers, limit
 
 RESPONSE_TOOL = "json_response"  # the tool a JSON-schema answer is written through
 IMAGE_FORMATS = MappingProxyType({"image/png": "png", "image/jpeg": "jpeg", "image/jpg": "jpeg",
@@ -29,7 +29,7 @@ def converse_body(body: dict) -> dict:
     if answers(body, "n") > 1:
         raise bad_request("n must be 1 for Bedrock models: Converse writes one answer", "n")
     system, turns = _split(_objects(body.get("messages"), "messages"))
-    request: dict = {"messages": _merged(turns)}
+    request: dict = {"messages": alternating(turns)}  # Converse requires them to alternate
     if system:
         request["system"] = [{"text": text} for text in system]
     if config := inference_config(body):
@@ -93,17 +93,6 @@ def _turn(index: int, message: dict) -> tuple[str, list[dict]]:
                   "content": [{"text": _text_only(message.get("content"), index)}]}
         return "user", [{"toolResult": result}]
     raise bad_request(f"messages[{index}]: role {role!r} is not supported for Bedrock models", "messages")
-
-
-def _merged(turns: list[tuple[str, list[dict]]]) -> list[dict]:
-    """Consecutive turns of one role as one message: Converse requires them to alternate."""
-    merged: list[dict] = []
-    for role, blocks in turns:
-        if merged and merged[-1]["role"] == role:
-            merged[-1]["content"].extend(blocks)
-        else:
-            merged.append({"role": role, "content": list(blocks)})
-    return merged
 
 
 def _blocks(index: int, content: object) -> list[dict]:

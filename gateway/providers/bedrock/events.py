@@ -20,6 +20,7 @@ from gateway.providers.base import Chunk
 from gateway.providers.bedrock import answers
 from gateway.providers.bedrock.converse import RESPONSE_TOOL
 from gateway.providers.http import scrubbed
+from gateway.providers.stream import ReadAhead
 from gateway.providers.openai.adapter import delta_tokens
 from gateway.providers.usage import Usage
 
@@ -146,28 +147,13 @@ def _index(event: dict) -> int:
     return index
 
 
-class BedrockChatStream:
-    """A ConverseStream answer as OpenAI chunks, the usage last; `start` reads up to the first
-    chunk, so a request refused at once fails before anything is relayed (and may fail over)."""
+class BedrockChatStream(ReadAhead):
+    """A ConverseStream answer as OpenAI chunks, the usage last, read ahead to the first."""
 
     def __init__(self, response: aiohttp.ClientResponse, chat_id: str, model: str, as_json: bool) -> None:
         self._response = response
         self._translator = ConverseChunks(chat_id, model, int(time.time()), as_json)
         self._chunks = self._translate()
-        self._first: Chunk | None = None
-
-    async def start(self) -> None:
-        try:
-            self._first = await anext(self._chunks, None)
-        except BaseException:  # refused, broken or cancelled: never leak the connection
-            await self.aclose()
-            raise
-
-    async def __aiter__(self) -> AsyncIterator[Chunk]:
-        if self._first is not None:
-            yield self._first
-        async for chunk in self._chunks:
-            yield chunk
 
     async def _translate(self) -> AsyncGenerator[Chunk, None]:  # aclose() ends it early
         translator = self._translator
@@ -180,4 +166,4 @@ class BedrockChatStream:
 
     async def aclose(self) -> None:
         self._response.close()  # closing the connection is how an HTTP client cancels
-        await self._chunks.aclose()
+        await super().aclose()

@@ -13,7 +13,7 @@ import asyncio
 import base64
 import binascii
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 
 import aiohttp
 
@@ -26,7 +26,7 @@ from gateway.providers.google import chat_request as request_wire
 from gateway.providers.base import Allowance, ChatCall, ChatReply, Chunk, MusicCall, MusicReply, SafetyBlocked
 from gateway.providers.http import Upstream, post_json, read_json, timeout_for
 from gateway.providers.openai.adapter import delta_tokens
-from gateway.providers.stream import UpstreamEventStream
+from gateway.providers.stream import ReadAhead, UpstreamEventStream
 
 SAFETY_FINISH = frozenset({"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION",
                            "IMAGE_SAFETY"})
@@ -60,7 +60,7 @@ def music_reply(body: dict) -> MusicReply:
     return MusicReply(data, audio.get("mimeType", "audio/mpeg"), text)
 
 
-class GeminiChatStream(UpstreamEventStream[dict]):
+class GeminiChatStream(ReadAhead, UpstreamEventStream[dict]):
     """Gemini's stream events translated into OpenAI chunks as they arrive, the usage last."""
 
     provider = "google"
@@ -69,7 +69,6 @@ class GeminiChatStream(UpstreamEventStream[dict]):
         super().__init__(response)
         self._translator = translator
         self._chunks = self._translate()
-        self._first: Chunk | None = None
 
     def parse(self, data: bytes) -> dict:
         return wire.decode_event(data)
@@ -79,16 +78,6 @@ class GeminiChatStream(UpstreamEventStream[dict]):
 
     def item(self, event: sse.SseEvent, parsed: dict) -> dict:
         return parsed
-
-    async def start(self) -> None:
-        """Read up to the first chunk, so a refused prompt fails before anything is relayed."""
-        self._first = await anext(self._chunks, None)
-
-    async def __aiter__(self) -> AsyncIterator[Chunk]:
-        if self._first is not None:
-            yield self._first
-        async for chunk in self._chunks:
-            yield chunk
 
     async def _translate(self) -> AsyncGenerator[Chunk, None]:  # aclose() ends it early
         translator = self._translator
@@ -102,8 +91,8 @@ class GeminiChatStream(UpstreamEventStream[dict]):
             yield Chunk(encode(last), last, usage=usage)
 
     async def aclose(self) -> None:
-        await super().aclose()
-        await self._chunks.aclose()
+        await UpstreamEventStream.aclose(self)  # the connection, then the translation
+        await ReadAhead.aclose(self)
 
 
 async def chat_reply(provider: str, call: ChatCall, response: aiohttp.ClientResponse) -> ChatReply:
@@ -121,11 +110,7 @@ async def opened_stream(kind: type[GeminiChatStream], call: ChatCall,
     translator = wire.GeminiChunkTranslator(wire.completion_id(call.request_id), call.upstream_model,
                                             int(time.time()))
     stream = kind(response, translator)
-    try:
-        await stream.start()
-    except BaseException:  # refused, broken or cancelled: never leak the connection
-        await stream.aclose()
-        raise
+    await stream.start()
     return stream
 
 

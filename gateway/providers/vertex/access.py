@@ -25,7 +25,7 @@ from google.oauth2 import service_account
 
 from gateway.accounts.redaction import mask_secrets
 from gateway.edge.errors import UpstreamError
-from gateway.providers.tokens import Lapsing, RenewedCredential
+from gateway.providers.tokens import Lapsing, RenewedCredential, names_itself
 
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # What google-auth raises when it finds no credentials, or the issuer refuses or cannot be reached;
@@ -51,14 +51,7 @@ def credentials_findable(credentials_file: str) -> bool:
     if credentials_file or any(environ.get(name) for name in ADC_VARIABLES):
         return True
     gcloud = Path(environ.get("CLOUDSDK_CONFIG") or "~/.config/gcloud").expanduser() / GCLOUD_ADC
-    return gcloud.is_file() or _reads(*GCE_PRODUCT)
-
-
-def _reads(path: Path, text: str) -> bool:
-    try:
-        return text in path.read_text()
-    except OSError:
-        return False
+    return gcloud.is_file() or names_itself(*GCE_PRODUCT)
 
 
 class Access(msgspec.Struct, frozen=True):
