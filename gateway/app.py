@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import aiohttp
+import structlog
 from aiohttp import web
 
 from gateway import providers, redis_client
@@ -16,7 +17,8 @@ from gateway.billing.escrow import Escrow
 from gateway.billing.leases import HoldLeases
 from gateway.billing.releases import Releases
 from gateway.edge.body_budget import BodyBudget
-from gateway.catalogue import Catalogue
+from gateway.catalogue import Catalogue, CatalogueError, publishing
+from gateway.catalogue.live import LiveCatalogue
 from gateway.config import Config, ConfigError, LedgerConfig
 from gateway.accounts.directory import Directory
 from gateway.edge.intake import intake
@@ -59,13 +61,15 @@ from gateway.edge.state import (
 )
 from ledger.backends import recorder_for
 from ledger.follower import LogFollower
-from ledger.recorder import Clock, Recorder, wall_clock_us
+from ledger.recorder import Clock, LedgerError, Recorder, wall_clock_us
 from ledger.signing import Signer, SigningKeyError
 from ledger.writer import GroupCommitWriter
 from storage.settings import open_store
 
 if TYPE_CHECKING:
     from gateway.telemetry.tracing import Tracing
+
+log = structlog.get_logger("gateway.app")
 
 
 def create_app(config: Config, *, clock: Clock = wall_clock_us) -> web.Application:
@@ -180,13 +184,38 @@ def _signer(config: Config) -> Signer | None:
         raise ConfigError(f"ledger.signing_key: {exc}") from None
 
 
+async def catalogue_ctx(app: web.Application) -> LiveCatalogue:
+    """The configured catalogue file published (a file that does not validate, or names a provider
+    not configured, stops start-up), and the catalogue in force followed from the prices stream."""
+    config, ledger = app[CONFIG], app[LEDGER]
+    published = await publishing.publish_configured(ledger.recorder, config, app[CLOCK])
+    initial = published.catalogues[0] if published.catalogues else Catalogue.load(config.catalogue.path or None)
+    live = LiveCatalogue(initial, config.providers, clock=app[CLOCK])
+    ledger.follower.listen(live.apply)
+    await live.load(ledger.recorder)
+    return live
+
+
+async def reload_catalogue(app: web.Application) -> None:
+    """SIGHUP: publish the configured catalogue file again; one that does not validate is refused
+    with the reason, and the catalogue in force keeps serving."""
+    services = app[SERVICES]
+    try:
+        published = await publishing.publish_configured(services.recorder, services.config, app[CLOCK])
+    except (CatalogueError, OSError, LedgerError) as exc:
+        log.error("catalogue_reload_refused", reason=str(exc))
+        return
+    if published.recorded is not None:
+        services.catalogues.take(published.recorded, published.catalogues)
+    log.info("catalogue_reloaded", **published.summary())
+
+
 async def services_ctx(app: web.Application) -> AsyncIterator[None]:
     """What handlers use, assembled from the resources above."""
     config, ledger = app[CONFIG], app[LEDGER]
-    catalogue = Catalogue.load(config.catalogue.path or None)
-    catalogue.check_providers(config.providers)  # a model of an unknown provider stops start-up
+    catalogues = await catalogue_ctx(app)
     app[SERVICES] = Services(
-        config=config, catalogue=catalogue, recorder=ledger.recorder,
+        config=config, catalogues=catalogues, recorder=ledger.recorder,
         writer=ledger.writer, directory=ledger.directory,
         providers=providers.build(config.providers, app[UPSTREAM]), redis=app[REDIS], store=app[STORE],
         provider_keys=ProviderKeys(ledger.recorder, Sealer(config.secrets.master_key), ledger.directory),

@@ -236,6 +236,9 @@ class RoutingConfig(Section, frozen=True):
 
 class CatalogueConfig(Section, frozen=True):
     path: str = ""  # empty: the catalogue shipped with the gateway
+    # A changed catalogue without a stated instant takes effect this long after it is published
+    # (SIGHUP, `gateway admin reload-catalogue`), so every worker and replica has it by then.
+    switch_delay_s: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 2.0
 
 
 class Config(Section, frozen=True):

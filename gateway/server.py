@@ -8,7 +8,7 @@ from collections.abc import Callable
 import structlog
 from aiohttp import web
 
-from gateway.app import create_app
+from gateway.app import create_app, reload_catalogue
 from gateway.config import Config
 from gateway.edge.connections import GuardedAppRunner, Timeouts
 
@@ -23,7 +23,8 @@ async def serve(config: Config, banner: str = "", *, reuse_port: bool = False,
     watch = asyncio.create_task(_orphaned(stop)) if stop_if_orphaned else None
     # Cancelling a handler when its client leaves is what stops the upstream generation.
     settings = config.server
-    runner = GuardedAppRunner(create_app(config), handler_cancellation=True, access_log=None,
+    app = create_app(config)
+    runner = GuardedAppRunner(app, handler_cancellation=True, access_log=None,
                               shutdown_timeout=settings.shutdown_timeout_s,
                               keepalive_timeout=settings.keepalive_timeout_s,
                               timeouts=Timeouts(settings.header_timeout_s, settings.body_timeout_s))
@@ -32,6 +33,7 @@ async def serve(config: Config, banner: str = "", *, reuse_port: bool = False,
         site = web.TCPSite(runner, config.server.host, config.server.port, backlog=2048,
                            reuse_port=reuse_port or None)
         await site.start()
+        reloads = _reload_on_hangup(app)  # kept: each reload finishes before the app is cleaned up
         url = _url_of(runner)
         log.info("gateway_ready", url=url, ledger=config.ledger.url.split("@")[-1])
         if banner:
@@ -40,6 +42,7 @@ async def serve(config: Config, banner: str = "", *, reuse_port: bool = False,
             on_ready(url)
         await stop.wait()
         log.info("gateway_stopping")
+        await asyncio.gather(*reloads, return_exceptions=True)
     finally:
         if watch:
             watch.cancel()
@@ -50,6 +53,20 @@ def _url_of(runner: web.BaseRunner) -> str:
     """Where the runner's one site listens: the real port when 0 was asked."""
     host, port = runner.addresses[0][:2]
     return f"http://{host}:{port}"
+
+
+def _reload_on_hangup(app: web.Application) -> set[asyncio.Task]:
+    """SIGHUP publishes the catalogue file again (gateway.app.reload_catalogue); the tasks are kept
+    until they end."""
+    reloads: set[asyncio.Task] = set()
+
+    def reload() -> None:
+        task = asyncio.create_task(reload_catalogue(app), name="catalogue-reload")
+        reloads.add(task)
+        task.add_done_callback(reloads.discard)
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload)
+    return reloads
 
 
 def _stop_on_signals() -> asyncio.Event:

@@ -12,6 +12,7 @@ from gateway.billing.leases import HoldLeases
 from gateway.billing.observers import ChargeObserver
 from gateway.billing.releases import Releases
 from gateway.catalogue import Catalogue, Kind
+from gateway.catalogue.live import LiveCatalogue
 from gateway.config import Config
 from gateway.accounts.directory import Directory, Principal
 from gateway.ops.facts import RequestFacts
@@ -37,7 +38,7 @@ class Services(msgspec.Struct, frozen=True, kw_only=True):
     """The parts of a running gateway; None only where absence is a configuration."""
 
     config: Config
-    catalogue: Catalogue
+    catalogues: LiveCatalogue  # the catalogue in force, switching when the prices stream says
     recorder: Recorder
     writer: GroupCommitWriter
     directory: Directory
@@ -59,6 +60,11 @@ class Services(msgspec.Struct, frozen=True, kw_only=True):
     webhooks: Webhooks  # where endpoints may point, how their secrets are sealed (gateway.webhooks)
     signer: Signer | None = None  # signs checkpoints ([ledger] signing_key); None: they go unsigned
     tracing: "Tracing | None" = None  # spans ([telemetry], OTEL_*); None: tracing is off
+
+    @property
+    def catalogue(self) -> Catalogue:
+        """The catalogue in force now: a request resolves against it once, and keeps its prices."""
+        return self.catalogues.now()
 
     def limits_for(self, key_id: str) -> Limits:
         """The key's own rate limits, else the configured defaults."""

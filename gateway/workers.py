@@ -91,6 +91,7 @@ class Supervisor:
         """The URL once every worker serves; None if one exited first."""
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._stop)
+        signal.signal(signal.SIGHUP, self._reload)
         for worker in self._workers:
             worker.start()
         url, waiting = None, dict(self._receivers)
@@ -102,6 +103,12 @@ class Supervisor:
                 self._serving.append(waiting.pop(ready))
                 self._stop_if_stopping(self._serving[-1])
         return url
+
+    def _reload(self, _signum: int, _frame: object) -> None:
+        """SIGHUP: one worker publishes the catalogue file again; every worker follows the ledger."""
+        serving = [w for w in self._serving if w.exitcode is None and w.pid is not None]
+        if serving and not self.stopping:
+            os.kill(serving[0].pid, signal.SIGHUP)  # type: ignore[arg-type]
 
     def _stop(self, _signum: int, _frame: object) -> None:
         if self.stopping:

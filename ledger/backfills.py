@@ -86,6 +86,10 @@ BACKFILL_V11 = (
 )
 
 
+# Schema version 12 added request_log.price_version and price_tier (ledger.events.Priced). No older
+# event records either, so the empty default is what a replay would leave: nothing to fill.
+
+
 def backfill_v8(field: Callable[[str], str]) -> tuple[str, ...]:
     """BACKFILL_V8 with `field(name)` the backend's expression for a field of `events.data`."""
     names = {name: field(name) for name in ("hold_id", "key_id", "amount")}

@@ -13,11 +13,12 @@ CHARGED_STATUSES = (200, 499)  # delivered, or left by its client after delivery
 
 def usd_nano(priced: Priced, prompt_tokens: int, completion_tokens: int) -> tuple[int, int]:
     """(input, output) cost in nano-USD: each prompt token at its price (plain, read from the
-    cache or written to it), audio seconds at the per-minute price, the flat price; each
+    cache, written to it for five minutes or for an hour), audio seconds at the per-minute price, the flat price; each
     completion token at the completion price. Each part rounded once, to the nano."""
-    plain = prompt_tokens - priced.cached_tokens - priced.cache_write_tokens
+    plain = prompt_tokens - priced.cached_tokens - priced.cache_write_tokens - priced.cache_write_1h_tokens
     usd_in = (plain * Decimal(priced.prompt_usd) + priced.cached_tokens * Decimal(priced.cache_read_usd)
               + priced.cache_write_tokens * Decimal(priced.cache_write_usd)
+              + priced.cache_write_1h_tokens * Decimal(priced.cache_write_1h_usd)
               + Decimal(priced.seconds) * Decimal(priced.per_minute_usd) / 60 + Decimal(priced.flat_usd))
     return to_nano(usd_in), to_nano(completion_tokens * Decimal(priced.completion_usd))
 
@@ -35,11 +36,14 @@ def charged(status: int, byok: bool) -> bool:
 
 
 def per_token(prompt: Decimal, completion: Decimal, cache_read: Decimal | None = None,
-              cache_write: Decimal | None = None) -> Priced:
-    """Per-token USD prices as a request records them; a cache price not given is the prompt price."""
+              cache_write: Decimal | None = None, cache_write_1h: Decimal | None = None) -> Priced:
+    """Per-token USD prices as a request records them; a cache price not given is the prompt
+    price, a one-hour cache write not given the five-minute one."""
+    write = prompt if cache_write is None else cache_write
     return Priced(prompt_usd=format_amount(prompt), completion_usd=format_amount(completion),
                   cache_read_usd=format_amount(prompt if cache_read is None else cache_read),
-                  cache_write_usd=format_amount(prompt if cache_write is None else cache_write))
+                  cache_write_usd=format_amount(write),
+                  cache_write_1h_usd=format_amount(write if cache_write_1h is None else cache_write_1h))
 
 
 def misstated(event: RequestCompleted) -> str | None:

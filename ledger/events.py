@@ -1,7 +1,8 @@
 """The facts the ledger records: frozen, tagged msgspec Structs, encoded once, never changed.
 
 Every event belongs to the stream of one organization; the stream id is the org id, so events
-do not repeat it (the one exception: the ledger's own stream of checkpoints, LedgerVerified).
+do not repeat it (the exceptions: the ledger's own stream of checkpoints, LedgerVerified, and the
+stream of price switches, CatalogueSwitched).
 Money is integer nano-units; the USD->INR rate used is recorded as text.
 """
 
@@ -83,11 +84,17 @@ class Priced(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defau
     completion_usd: str = "0"
     cached_tokens: int = 0  # prompt tokens read from the provider's prompt cache
     cache_read_usd: str = "0"
-    cache_write_tokens: int = 0  # prompt tokens written to it
+    cache_write_tokens: int = 0  # prompt tokens written to it for five minutes
     cache_write_usd: str = "0"
+    cache_write_1h_tokens: int = 0  # prompt tokens written to it for an hour
+    cache_write_1h_usd: str = "0"
     seconds: str = "0"  # audio transcribed, priced per minute
     per_minute_usd: str = "0"
     flat_usd: str = "0"
+    # The catalogue's price version the prices are from (GET /v1/prices/{version}) and the tier of
+    # it they are (ledger.price_tiers): empty on requests recorded before prices had versions.
+    version: str = ""
+    tier: str = ""
 
 
 class RequestCompleted(Event, frozen=True, tag="request_completed"):
@@ -333,11 +340,29 @@ class LedgerVerified(Event, frozen=True, tag="ledger_verified"):
     signature: str = ""
 
 
+class PriceSwitch(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """From `effective_from_us` (UTC microseconds), the prices of `version` are in force."""
+
+    version: str
+    effective_from_us: int
+
+
+class CatalogueSwitched(Event, frozen=True, tag="catalogue_switched"):
+    """A catalogue put in force across a deployment: its prices from the first switch on (every
+    switch the stream had scheduled from then is superseded), then each later change its own dates
+    state. Recorded in the prices' own stream (ledger.prices.STREAM), so checkpoints cover it."""
+
+    sha256: str  # of `catalogue`, the file as it was published
+    switches: tuple[PriceSwitch, ...]
+    catalogue: msgspec.Raw
+
+
 AnyEvent = (OrgCreated | ApiKeyCreated | ApiKeyRevoked | CreditsAdded | RetentionChanged
             | RequestCompleted | CreditsHeld | HoldReleased | MusicTrackRecorded | MediaExpired
             | ProviderKeySet | ProviderKeyRemoved | KeyLimitsSet | IdempotencyKeyClaimed
             | IdempotencyKeyReleased | KeySpendLimitsSet | HoldsRenewed | LedgerVerified | WebhookSet
-            | WebhookRemoved | WebhookTestRequested | WebhookAttempted | WebhookPassed | WebhookDisabled)
+            | WebhookRemoved | WebhookTestRequested | WebhookAttempted | WebhookPassed | WebhookDisabled
+            | CatalogueSwitched)
 
 # A hold recorded before holds had leases (CreditsHeld.lease_us 0) lapses this long after it was made.
 LEGACY_LEASE_US = 60_000_000

@@ -11,7 +11,8 @@ log = logging.getLogger("ledger.follower")
 
 
 class LogFollower:
-    """Feeds every recorded event to `apply` exactly once, in position order per source.
+    """Feeds every recorded event to `apply` (and to each listener added by `listen`) exactly
+    once, in position order per source.
 
     Events this process committed are applied at once via `applied_locally` (so a request
     sees its own charge immediately); the poll then skips them while catching up on the
@@ -21,13 +22,21 @@ class LogFollower:
     def __init__(self, recorder: Recorder, apply: Callable[[Recorded], None], *,
                  after: int = 0, interval_s: float = 0.5) -> None:
         self._recorder = recorder
-        self._apply = apply
+        self._listeners = [apply]
         self.position = after
         self._interval_s = interval_s
         self._local: set[int] = set()
         self._nudge = asyncio.Event()
         self._task: asyncio.Task | None = None
         self.unavailable = False  # the last poll found the database down; the view may lag
+
+    def listen(self, apply: Callable[[Recorded], None]) -> None:
+        """Feed `apply` every event from the next one on, after the listeners before it."""
+        self._listeners.append(apply)
+
+    def _apply(self, recorded: Recorded) -> None:
+        for apply in self._listeners:
+            apply(recorded)
 
     def applied_locally(self, recorded: Sequence[Recorded]) -> None:
         """Apply events this process has just committed, ahead of the poll."""

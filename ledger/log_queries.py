@@ -34,6 +34,8 @@ class LogRow(NamedTuple):
     error: str
     content_id: str
     anomaly: str  # why it cost more than it held, if it did (RequestCompleted.anomaly)
+    price_version: str  # the catalogue prices it was charged at (GET /v1/prices/{version}), and their tier
+    price_tier: str
 
 
 class TrackRow(NamedTuple):

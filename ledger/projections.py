@@ -176,8 +176,8 @@ ADD_BALANCE = (
 INSERT_REQUEST = (
     "INSERT INTO request_log (request_id, org_id, position, key_id, created_at_us, route, model,"
     " provider, status, stream, prompt_tokens, completion_tokens, cost_usd_nano, cost_inr_nano,"
-    " charged_inr_nano, usd_to_inr, latency_ms, error, content_id, anomaly)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+    " charged_inr_nano, usd_to_inr, latency_ms, error, content_id, anomaly, price_version, price_tier)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
 def statements(recorded: Recorded) -> list[Statement]:
@@ -277,7 +277,8 @@ def _request_row(recorded: Recorded, e: RequestCompleted) -> tuple:
     return (e.request_id, recorded.stream_id, recorded.position, e.key_id, recorded.recorded_at_us,
             e.route, e.model, e.provider, e.status, int(e.stream), e.prompt_tokens,
             e.completion_tokens, e.cost_usd_nano, e.cost_inr_nano, e.charged_inr_nano,
-            e.usd_to_inr, e.latency_ms, e.error, e.content_id, e.anomaly)
+            e.usd_to_inr, e.latency_ms, e.error, e.content_id, e.anomaly,
+            *((e.priced.version, e.priced.tier) if e.priced else ("", "")))
 
 
 def _usage_row(recorded: Recorded, e: RequestCompleted) -> tuple:

@@ -1,8 +1,8 @@
 """The most a request can cost, before it is made: what `reservations.cover` holds.
 
 Token-priced models: the prompt (estimated from above, see `prompt_bound`; media parts at the
-most their provider bills for them, `gateway.billing.media`) at the dearer of the
-prompt and cache-write prices, plus, at the completion price, the output the request lets the
+most their provider bills for them, `gateway.billing.media`) at the dearest price a prompt
+token has in any tier (`Prices.dearest`), plus, at the completion price, the output the request lets the
 model write AS IT IS SENT UPSTREAM to the provider that answers (an `Allowance`, which each
 adapter reads off the body it sends: the limit it forwards, else the model's output limit, in
 each answer it asks for). Which body goes to which provider is each route's to say
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from decimal import Decimal
 
 from gateway.billing import media
-from gateway.billing.pricing import NO_USAGE, model_cost
+from gateway.billing.pricing import NO_USAGE, cached, priced_cost
 from gateway.catalogue import Resolved
 from gateway.jsonio import encode
 from gateway.providers.base import Allowance
@@ -77,13 +77,13 @@ def output_bound(model: Resolved, allowance: Allowance) -> int:
 
 def tokens(services: Services, model: Resolved, prompt_tokens: int, output_tokens: int,
            spent: Usage = NO_USAGE) -> int:
-    """`spent` at its prices and `prompt_tokens` and `output_tokens` more at their dearest, in
-    nano-INR: priced as one usage, as a request is charged, so no rounding comes between them."""
-    prices = model.prices
-    written = prompt_tokens if prices.input_cache_write > prices.prompt else 0  # priced as cache writes
+    """`spent` and `prompt_tokens` and `output_tokens` more, in nano-INR, each part at its dearest
+    price in any tier it could be charged at (`Prices.dearest`), the prompt not yet seen at the
+    dearest any prompt token has: priced as one usage, as a request is charged, so no rounding
+    comes between them."""
     usage = Usage(spent.prompt_tokens + prompt_tokens, spent.completion_tokens + output_tokens,
-                  spent.cached_prompt_tokens, spent.cache_write_tokens + written)
-    return model_cost(prices, usage, services.config.billing.usd_to_inr).inr_nano
+                  spent.cached_prompt_tokens, spent.cache_write_tokens, spent.cache_write_1h_tokens + prompt_tokens)
+    return priced_cost(cached(model.prices.dearest, usage), usage, services.config.billing.usd_to_inr).inr_nano
 
 
 def worst(services: Services, model: Resolved, prompt_tokens: int, allowance: Allowance) -> int:

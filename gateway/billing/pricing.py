@@ -9,7 +9,7 @@ import msgspec
 from gateway.catalogue import Prices
 from gateway.jsonio import number
 from gateway.providers.usage import Usage
-from ledger import charges
+from ledger import charges, price_tiers
 from ledger.events import Priced
 from ledger.money import format_amount, from_nano
 
@@ -56,28 +56,32 @@ def token_cost(usage: Usage, prompt_price: Decimal, completion_price: Decimal, r
 
 def cached(prices: Priced, usage: Usage) -> Priced:
     """`prices` with the prompt tokens `usage` read from and wrote to the provider's cache."""
-    if not (usage.cached_prompt_tokens or usage.cache_write_tokens):
+    if not (usage.cached_prompt_tokens or usage.cache_write_tokens or usage.cache_write_1h_tokens):
         return prices
     return msgspec.structs.replace(prices, cached_tokens=usage.cached_prompt_tokens,
-                                   cache_write_tokens=usage.cache_write_tokens)
+                                   cache_write_tokens=usage.cache_write_tokens,
+                                   cache_write_1h_tokens=usage.cache_write_1h_tokens)
 
 
-def model_cost(prices: Prices, usage: Usage, rate: Decimal) -> Cost:
-    """What `usage` costs at a model's catalogue prices; prompt tokens read from (written to) the
-    provider's cache cost its cache-read (cache-write) price, or the prompt price where the
-    catalogue row has none ("0")."""
-    return priced_cost(cached(prices.per_token, usage), usage, rate)
+def model_cost(prices: Prices, usage: Usage, rate: Decimal, *, batch: bool = False) -> Cost:
+    """What `usage` costs at a model's catalogue prices, in the tier it was served at
+    (`Prices.tier`: the service tier its provider reported, a long prompt's tier, a batch's);
+    prompt tokens read from (written to) the provider's cache cost that tier's cache prices."""
+    served = prices.tier(usage.prompt_tokens, usage.service_tier, batch)
+    return priced_cost(cached(served, usage), usage, rate)
 
 
 def minutes_cost(prices: Prices, seconds: Decimal, rate: Decimal) -> Cost:
     """Audio `seconds` at the per-minute price."""
-    priced = Priced(seconds=format_amount(seconds), per_minute_usd=format_amount(prices.audio_per_minute))
+    priced = Priced(seconds=format_amount(seconds), per_minute_usd=format_amount(prices.audio_per_minute),
+                    version=prices.version, tier=price_tiers.STANDARD)
     return priced_cost(priced, NO_USAGE, rate)
 
 
 def flat_cost(prices: Prices, rate: Decimal) -> Cost:
     """The flat per-generation price."""
-    return priced_cost(Priced(flat_usd=format_amount(prices.per_generation)), NO_USAGE, rate)
+    priced = Priced(flat_usd=format_amount(prices.per_generation), version=prices.version, tier=price_tiers.STANDARD)
+    return priced_cost(priced, NO_USAGE, rate)
 
 
 def usage_body(usage: Usage, cost: Cost) -> dict:

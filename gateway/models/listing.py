@@ -56,7 +56,8 @@ def list_body(catalogue: Catalogue, query: Mapping[str, str], headers: Mapping[s
     records = catalogue.listing(include_deactivated=deactivated, exclude_deprecated=deprecated, now=now)
     shown = page(records, query)
     entries = [anthropic_entry(record, now) for record in shown]
-    return encode({"object": "list", "data": entries, "has_more": _more(records, shown, query),
+    return encode({"object": "list", "price_version": catalogue.version, "data": entries,
+                   "has_more": _more(records, shown, query),
                    "first_id": entries[0]["id"] if entries else None,
                    "last_id": entries[-1]["id"] if entries else None})
 

@@ -83,6 +83,9 @@ async def _upgrade(db: aiosqlite.Connection, found: int) -> None:
         await db.execute("ALTER TABLE request_log ADD COLUMN anomaly TEXT NOT NULL DEFAULT ''")
     if not await _has_column(db, "balance_daily", "escrow_inr_nano"):  # v11
         await db.execute("ALTER TABLE balance_daily ADD COLUMN escrow_inr_nano INTEGER NOT NULL DEFAULT 0")
+    for column in ("price_version", "price_tier"):  # v12; no older event names either
+        if not await _has_column(db, "request_log", column):
+            await db.execute(f"ALTER TABLE request_log ADD COLUMN {column} TEXT NOT NULL DEFAULT ''")
     for statement in backfills.due(found, _json_field, DRAWN, SLICED):
         await db.execute(statement)
 

@@ -32,13 +32,13 @@ def output(ceiling, model, prompt: object) -> int:
 
 
 def test_a_token_priced_ceiling_is_the_prompt_bound_and_the_allowed_output_at_the_dearest_prices():
-    body = {"model": "claude-haiku-4-5", "messages": HI, "max_tokens": 100}  # haiku's cache writes cost more
+    body = {"model": "claude-haiku-4-5", "messages": HI, "max_tokens": 100}  # haiku's 1h cache writes cost most
     prompt = ceilings.prompt_bound(HAIKU, body)
     assert prompt == len(b'{"model":"claude-haiku-4-5","messages":[{"role":"user","content":"hi"}],"max_tokens":100}')
-    expected = (prompt * Decimal("0.00000125") + 100 * Decimal("0.000005")) * 84
+    expected = (prompt * Decimal("0.000002") + 100 * Decimal("0.000005")) * 84
     assert chat.ceiling(SERVICES, body)(HAIKU) == int(expected * 10**9)
     unbounded = ceilings.worst(SERVICES, HAIKU, prompt, Allowance())  # no limit sent: the model's own
-    assert unbounded == int((prompt * Decimal("0.00000125") + 64_000 * Decimal("0.000005")) * 84 * 10**9)
+    assert unbounded == int((prompt * Decimal("0.000002") + 64_000 * Decimal("0.000005")) * 84 * 10**9)
 
 
 @pytest.mark.parametrize(("fields", "model", "tokens"), [
@@ -118,8 +118,12 @@ def test_the_output_limit_is_the_catalogues_else_the_context_and_a_prompt_never_
 
 
 def test_a_bound_over_what_was_spent_is_priced_as_one_usage():
+    """What was spent at its prices; the prompt to come at the dearest a prompt token has (Haiku's
+    one-hour cache write), the output at the completion price."""
     spent = Usage(1_001, 333, 500, 0)
-    assert ceilings.tokens(SERVICES, HAIKU, 7, 11, spent) == price(SERVICES, HAIKU, Usage(1_008, 344, 500, 7)).inr_nano
+    assert HAIKU.prices.per_token.cache_write_1h_usd > HAIKU.prices.per_token.cache_write_usd
+    bound = price(SERVICES, HAIKU, Usage(1_008, 344, 500, cache_write_1h_tokens=7))
+    assert ceilings.tokens(SERVICES, HAIKU, 7, 11, spent) == bound.inr_nano
 
 
 def test_a_realtime_session_holds_every_pending_response_each_reading_what_those_before_wrote():

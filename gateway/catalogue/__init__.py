@@ -1,0 +1,14 @@
+"""The model catalogue: records (`records`), their prices as stated (`pricing`) and as charged
+(`prices`), the file's loader (`loading`), the index a request resolves through (`index`), the
+price versions a deployment publishes (`versions`) and the catalogue in force now (`live`). Its
+prices come from genai-prices (`source`), checked against it (`comparison`) by the `gateway
+catalogue` command (`commands`)."""
+
+from gateway.catalogue.index import SHIPPED_PATH, Catalogue, Resolved, UnknownModel, listed, read
+from gateway.catalogue.prices import Prices
+from gateway.catalogue.pricing import CatalogueError, Pricing, ProviderPricing, Timestamp
+from gateway.catalogue.records import MAX_DIMENSIONS, Architecture, Kind, ModelRecord, ProviderEntry, TopProvider
+
+__all__ = ["MAX_DIMENSIONS", "SHIPPED_PATH", "Architecture", "Catalogue", "CatalogueError", "Kind",
+           "ModelRecord", "Pricing", "Prices", "ProviderEntry", "ProviderPricing", "Resolved", "Timestamp",
+           "TopProvider", "UnknownModel", "listed", "read"]
