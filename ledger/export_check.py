@@ -5,7 +5,9 @@ Reads the export (ledger.export) a line at a time and stops at the first line th
 ledger recorded it: a line whose chain hash is not that of its own bytes and its predecessor's
 (a changed byte), a version that does not follow the last (an event dropped, or two reordered), a
 request whose cost is not its tokens at its prices and rate or whose charge breaks the billing
-rule (ledger.charges). It sums the credits, charges and holds into the balance. Given the
+rule (ledger.charges), and, given the published price versions (`--prices DIR`), a charge whose
+prices are not those its version published for its tier at its time (ledger.price_check). It
+sums the credits, charges and holds into the balance. Given the
 published checkpoints (GET /v1/ledger/checkpoints), it finds the stream's head at each one in the
 export and requires its leaf among the checkpoint's signed leaves (ledger.signing), so history
 rewritten after a checkpoint, or events cut from its end, show.
@@ -25,6 +27,7 @@ from ledger import charges, signing
 from ledger.events import CreditsAdded, CreditsHeld, HoldReleased, RequestCompleted, decode_event, event_type, is_slice
 from ledger.export import envelope
 from ledger.money import format_amount, from_nano
+from ledger.price_check import PricesDir
 from ledger.recorder import GENESIS_HASH, chain_hash
 
 
@@ -107,7 +110,8 @@ class Checker:
     """Feed it the export's lines in order (`feed`), then `finish` for the totals."""
 
     def __init__(self, published: Iterable[Published] = (), trusted: frozenset[str] | None = None,
-                 partial: bool = False) -> None:
+                 partial: bool = False, prices: PricesDir | None = None) -> None:
+        self.prices = prices
         self.pending = sorted(published, key=lambda c: c.upto)
         self.partial = partial  # the export may begin after the stream's first event (?after=, --from)
         self.trusted = trusted
@@ -168,13 +172,19 @@ class Checker:
             case HoldReleased(hold_id=hold_id, amount_inr_nano=amount):
                 totals["escrow" if is_slice(hold_id) else "held"] -= amount
             case RequestCompleted():
-                if (why := charges.misstated(event)) is not None:
+                if (why := self._misstated(event, head.recorded_at_us)) is not None:
                     raise Mismatch(number, head.position, f"request {event.request_id}: {why}")
                 totals["charged"] += event.charged_inr_nano
                 totals["held"] -= event.drawn_inr_nano - event.drawn_from_slices_inr_nano
                 totals["escrow"] -= event.drawn_from_slices_inr_nano
                 totals["requests"] += 1
                 totals["recomputed"] += event.priced is not None
+
+    def _misstated(self, event: RequestCompleted, recorded_at_us: int) -> str | None:
+        """Its cost against its own fields, then its prices against those published, if given."""
+        if (why := charges.misstated(event)) is not None or self.prices is None:
+            return why
+        return self.prices.misprices(event, recorded_at_us)
 
     def _check_signature(self, checkpoint: Published) -> None:
         where = f"checkpoint at position {checkpoint.position}"
@@ -226,7 +236,8 @@ class Checker:
                 "held_inr": _inr(totals["held"]) if whole else None,
                 "escrow_inr": _inr(totals["escrow"]) if whole else None, "requests": totals["requests"],
                 "charges_recomputed": totals["recomputed"], "checkpoints_matched": self.matched,
-                "checkpoints_unsigned": self.unsigned, "signing_keys": sorted(self.keys)}
+                "checkpoints_unsigned": self.unsigned, "signing_keys": sorted(self.keys),
+                "prices_checked": self.prices.checked if self.prices else None}
 
 
 def _missing(first: int, last: int) -> str:
@@ -245,17 +256,17 @@ def _base64(text: str) -> bytes:
 
 
 def check(lines: Iterable[bytes], published: Iterable[Published] = (), trusted: frozenset[str] | None = None,
-          partial: bool = False) -> dict:
+          partial: bool = False, prices: PricesDir | None = None) -> dict:
     """The report of an export's lines (Mismatch at the first that is wrong); a `partial` one may
-    begin after the stream's first event."""
-    checker, number = Checker(published, trusted, partial), 0
+    begin after the stream's first event; `prices`, the published price versions, if given."""
+    checker, number = Checker(published, trusted, partial, prices), 0
     for number, raw in enumerate(lines, start=1):
         checker.feed(number, raw)
     return checker.finish(number)
 
 
-def check_file(path: str, checkpoints: str | None = None, public_keys: Sequence[str] = (), partial: bool = False
-               ) -> dict:
+def check_file(path: str, checkpoints: str | None = None, public_keys: Sequence[str] = (), partial: bool = False,
+               prices: str | None = None) -> dict:
     """`check` of an export file, against a file of published checkpoints and the PEM public keys
     at `public_keys` (trusted: a checkpoint signed by another key is a mismatch), if given."""
     published: list[Published] = []
@@ -264,7 +275,7 @@ def check_file(path: str, checkpoints: str | None = None, public_keys: Sequence[
             published = msgspec.json.decode(file.read(), type=PublishedCheckpoints).checkpoints
     trusted = frozenset(signing.key_id(signing.public_raw(Path(key).read_bytes())) for key in public_keys)
     with open(path, "rb") as file:
-        return check(file, published, trusted or None, partial)
+        return check(file, published, trusted or None, partial, PricesDir(prices) if prices else None)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -273,6 +284,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoints", metavar="FILE", help="the JSON of GET /v1/ledger/checkpoints")
     parser.add_argument("--public-key", action="append", default=[], metavar="PEM",
                         help="trust only checkpoints signed by this key (GET /v1/ledger/public-key); repeatable")
+    parser.add_argument("--prices", metavar="DIR", help="the published price versions: one {version}.json each,"
+                                                        " as GET /v1/prices/{version} returns it")
     parser.add_argument("--partial", action="store_true",
                         help="the export may begin after the stream's first event (no balance then)")
 
@@ -280,7 +293,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Exit 0 when the export is consistent (report on stdout), 1 with the first mismatch on stderr."""
     try:
-        report = check_file(args.file, args.checkpoints, args.public_key, args.partial)
+        report = check_file(args.file, args.checkpoints, args.public_key, args.partial, args.prices)
     except (Mismatch, OSError, msgspec.DecodeError, signing.SigningKeyError) as exc:
         print(f"check-export: {exc}", file=sys.stderr)
         return 1
