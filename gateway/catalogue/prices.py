@@ -78,16 +78,30 @@ def _cache(text: str | None) -> Decimal | None:
     return Decimal(text) if text is not None and Decimal(text) else None
 
 
-def _tier(standard: Priced, stated: TierPrices, version: str, name: str) -> Priced:
-    """A tier's prices: what it states, the standard tier's for the rest."""
-    def price(own: str | None, field: str) -> Decimal:
-        return Decimal(own if own is not None else getattr(standard, field))
+class _Standard(msgspec.Struct, frozen=True):
+    """The standard tier's prices as stated: a cache price None where none is (the prompt's)."""
 
-    base = charges.per_token(price(stated.prompt, "prompt_usd"), price(stated.completion, "completion_usd"),
-                             price(stated.input_cache_read, "cache_read_usd"),
-                             price(stated.input_cache_write, "cache_write_usd"),
-                             price(stated.input_cache_write_1h, "cache_write_1h_usd"))
-    return msgspec.structs.replace(base, version=version, tier=name)
+    prompt: Decimal
+    completion: Decimal
+    read: Decimal | None
+    write: Decimal | None
+    write_1h: Decimal | None
+
+    def priced(self, version: str, name: str) -> Priced:
+        base = charges.per_token(self.prompt, self.completion, self.read, self.write, self.write_1h)
+        return msgspec.structs.replace(base, version=version, tier=name)
+
+
+def _tier(standard: _Standard, stated: TierPrices, version: str, name: str) -> Priced:
+    """A tier's prices: what it states, the standard tier's for the rest; a cache price neither
+    states is the tier's own prompt price (one-hour writes: its five-minute writes')."""
+    def price(own: str | None, fallback: Decimal | None) -> Decimal | None:
+        return Decimal(own) if own is not None else fallback
+
+    prompt, completion = price(stated.prompt, standard.prompt), price(stated.completion, standard.completion)
+    return _Standard(prompt or Decimal(0), completion or Decimal(0), price(stated.input_cache_read, standard.read),
+                     price(stated.input_cache_write, standard.write),
+                     price(stated.input_cache_write_1h, standard.write_1h)).priced(version, name)
 
 
 def _dearest(tiers: list[Priced]) -> Priced:
@@ -116,13 +130,13 @@ def _parsed(own: ProviderPricing, model: Pricing, version: str) -> Prices:
     read = _cache(_first(own.input_cache_read, model.input_cache_read))
     write = _cache(_first(own.input_cache_write, model.input_cache_write))
     write_1h = _cache(_first(own.input_cache_write_1h, model.input_cache_write_1h))
-    standard = msgspec.structs.replace(charges.per_token(prompt, completion, read, write, write_1h),
-                                       version=version, tier=price_tiers.STANDARD)
+    stated = _Standard(prompt, completion, read, write, write_1h)
+    standard = stated.priced(version, price_tiers.STANDARD)
     tiers: AnyPricing = own if own.tiers or own.service_tiers else model
-    long_context = tuple((t.above_prompt_tokens, _tier(standard, t, version, price_tiers.long_context(
+    long_context = tuple((t.above_prompt_tokens, _tier(stated, t, version, price_tiers.long_context(
         t.above_prompt_tokens))) for t in tiers.tiers)
-    service = {name: _tier(standard, t, version, name) for name, t in tiers.service_tiers.items()}
-    batch = _batch(standard, _first(own.batch_prompt, model.batch_prompt),
+    service = {name: _tier(stated, t, version, name) for name, t in tiers.service_tiers.items()}
+    batch = _batch(stated, _first(own.batch_prompt, model.batch_prompt),
                    _first(own.batch_completion, model.batch_completion), version)
     every = [standard, *(p for _, p in long_context), *service.values(), *([batch] if batch else [])]
     return Prices(prompt=prompt, completion=completion, input_cache_read=read or Decimal(0),
@@ -131,7 +145,7 @@ def _parsed(own: ProviderPricing, model: Pricing, version: str) -> Prices:
                   service_tiers=MappingProxyType(service), batch=batch, dearest=_dearest(every), version=version)
 
 
-def _batch(standard: Priced, prompt: str | None, completion: str | None, version: str) -> Priced | None:
+def _batch(standard: _Standard, prompt: str | None, completion: str | None, version: str) -> Priced | None:
     if prompt is None and completion is None:
         return None
     return _tier(standard, TierPrices(prompt=prompt, completion=completion), version, price_tiers.BATCH)
