@@ -220,3 +220,23 @@ async def _changed_from(url: str, version: str) -> str | None:
     found = await _served_version(url)
     return found if found != version else None
 
+
+
+async def test_every_replica_switches_at_the_instant_not_when_it_noticed(make_gateway, config, catalogue_path,
+                                                                         cli_config, gateway):
+    other = await make_gateway(single_attempt(with_catalogue(config, catalogue_path, switch_delay_s=0.5)))
+    replicas = (gateway, other)  # one ledger, each following it
+    old = await version_in_force(gateway)
+    instant = at(4)
+    write_catalogue(catalogue_path, repriced("0.0000002", instant))
+    result = await run_cli_async("admin", "reload-catalogue", "--config", cli_config)
+    new = json.loads(result.stdout)["switches"][-1]["price_version"]
+    for replica in replicas:
+        await until(lambda replica=replica: _status(replica, new, 200))
+    switch = datetime.fromisoformat(instant).timestamp()
+    if time.time() < switch - 0.5:
+        assert [await version_in_force(replica) for replica in replicas] == [old, old]
+    await asyncio.sleep(max(0.0, switch - time.time()))
+    assert [await version_in_force(replica) for replica in replicas] == [new, new]
+    documents = [(await published(replica, old))[1] for replica in replicas]
+    assert documents[0] == documents[1] and documents[0]["effective_to"] == instant.replace("+00:00", "Z")
