@@ -10,8 +10,8 @@ The process
 - `routes`: every endpoint, one tuple: each API family's own, the only module naming them all.
 - `server`: one process serving until SIGINT/SIGTERM, then draining; `workers`: N processes on
   one port; `cli` (and __main__): the gateway command; `demo`: the gateway with the simulator.
-- `config`: the TOML file and its GATEWAY_* overrides; `catalogue` (and `catalogue.json`): which
-  models exist, who serves them, what they cost.
+- `config`: the TOML file and its GATEWAY_* overrides; `catalogue/` (and its `catalogue.json`):
+  which models exist, who serves them, what they cost, and the price version in force.
 - `services`: Services, what every service function uses, and Caller, one authenticated request.
 - `redis_client`: Redis kept brief, behind a breaker; `jsonio`: the JSON codecs.
 

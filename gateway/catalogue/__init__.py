@@ -1,8 +1,8 @@
 """The model catalogue: records (`records`), their prices as stated (`pricing`) and as charged
 (`prices`), the file's loader (`loading`), the index a request resolves through (`index`), the
-price versions a deployment publishes (`versions`) and the catalogue in force now (`live`). Its
-prices come from genai-prices (`source`), checked against it (`comparison`) by the `gateway
-catalogue` command (`commands`)."""
+price versions over time (`versions`), the catalogue in force now in every process (`live`),
+putting a file in force (`publishing`), and the maintained price list it is priced from
+(`source`: genai-prices; `comparison` and `commands`: `gateway catalogue add|check`)."""
 
 from gateway.catalogue.index import SHIPPED_PATH, Catalogue, Resolved, UnknownModel, listed, read
 from gateway.catalogue.prices import Prices
