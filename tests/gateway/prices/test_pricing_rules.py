@@ -3,6 +3,7 @@ charge is exactly its tokens at that tier's prices, that a hold covers the deare
 catalogue's tiers and dates are validated, a file without them billing as before."""
 
 import json
+from datetime import UTC, datetime
 from decimal import Decimal
 from types import SimpleNamespace
 
@@ -128,3 +129,29 @@ def test_a_price_not_yet_in_force_without_the_price_before_it_is_refused():
     document = tiered_document(mini={**MINI_PRICES, "effective_from": "2999-01-01T00:00:00Z"})
     with pytest.raises(CatalogueError, match="no price is in force"):
         Catalogue.parse(json.dumps(document).encode(), "future")
+
+
+async def test_a_replica_keeps_its_prices_when_the_published_catalogue_names_a_provider_it_lacks(tmp_path):
+    """Another replica's file, naming a provider this one has no [providers.<id>] for: refused here,
+    logged, and the catalogue in force keeps serving."""
+    import msgspec
+
+    from gateway.catalogue.live import LiveCatalogue
+    from gateway.catalogue.versions import schedule
+    from ledger.backends import recorder_for
+    from ledger.events import CatalogueSwitched
+    from ledger.prices import Switched
+
+    now = 1_800_000_000_000_000
+    live = LiveCatalogue(CATALOGUE, {"openai", "anthropic", "google"}, clock=lambda: now)
+    recorder = recorder_for(f"sqlite:///{tmp_path}/ledger.db")
+    await recorder.open()
+    await live.load(recorder)  # nothing recorded yet
+    await recorder.close()
+    document = tiered_document(mini={**MINI_PRICES, "prompt": "0.00000099"})
+    content = json.dumps(document).encode()
+    made = schedule(Catalogue.parse(content, "elsewhere"), datetime.fromtimestamp(now / 1e6, UTC))
+    event = CatalogueSwitched(sha256="x", switches=tuple(s for s, _ in made), catalogue=msgspec.Raw(content))
+    live.take(Switched(position=7, version=1, recorded_at_us=now, event=event))
+    assert live.now() is CATALOGUE  # bedrock, vertex, azure ... are not configured here
+    assert live.timeline.at(now).version == made[0][0].version  # the ledger's word is still recorded
