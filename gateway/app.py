@@ -240,3 +240,4 @@ async def services_ctx(app: web.Application) -> AsyncIterator[None]:
     await asyncio.gather(*maintaining, return_exceptions=True)
     await escrow.close()  # these are cleaned up before the ledger's context closes the writer
     await app[SERVICES].releases.close()
+    await catalogues.close()

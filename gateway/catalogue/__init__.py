@@ -10,5 +10,5 @@ from gateway.catalogue.pricing import CatalogueError, Pricing, ProviderPricing, 
 from gateway.catalogue.records import MAX_DIMENSIONS, Architecture, Kind, ModelRecord, ProviderEntry, TopProvider
 
 __all__ = ["MAX_DIMENSIONS", "SHIPPED_PATH", "Architecture", "Catalogue", "CatalogueError", "Kind",
-           "ModelRecord", "Pricing", "Prices", "ProviderEntry", "ProviderPricing", "Resolved", "Timestamp",
+           "ModelRecord", "Prices", "Pricing", "ProviderEntry", "ProviderPricing", "Resolved", "Timestamp",
            "TopProvider", "UnknownModel", "listed", "read"]

@@ -6,6 +6,7 @@ the reason, and nothing is recorded.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Callable, Collection
 
@@ -43,15 +44,14 @@ async def publish(recorder: Recorder, content: bytes, label: str, configured: Co
     """Put the catalogue file `content` in force: `delay_s` after now, so every process has it
     by then (at once when none was in force), then at each change its own dates state. Raises
     CatalogueError (nothing recorded) when it does not validate or names an unconfigured provider."""
-    catalogue = Catalogue.parse(content, label)
-    catalogue.check_providers(configured)
+    catalogue = await asyncio.to_thread(_validated, content, label, configured)  # a large one takes a while
     digest = hashlib.sha256(content).hexdigest()
     for _ in range(ATTEMPTS):
         last = await prices.latest(recorder)
-        if last is not None and _in_force(last, digest, catalogue):
+        if last is not None and await asyncio.to_thread(_in_force, last, digest, catalogue):
             return Published(last.event.switches)
         first = clock() + (int(delay_s * 1e6) if last is not None else 0)
-        made = schedule(catalogue, instant(first))
+        made = await asyncio.to_thread(schedule, catalogue, instant(first))
         event = CatalogueSwitched(sha256=digest, switches=tuple(s for s, _ in made), catalogue=msgspec.Raw(content))
         try:
             [recorded] = await prices.record(recorder, event, last.version if last else 0)
@@ -59,6 +59,12 @@ async def publish(recorder: Recorder, content: bytes, label: str, configured: Co
             continue  # another process published first: look again
         return Published(event.switches, prices.switched(recorded), tuple(c for _, c in made))
     raise ConcurrencyError(f"the prices stream kept moving: {ATTEMPTS} publications went first")
+
+
+def _validated(content: bytes, label: str, configured: Collection[str]) -> Catalogue:
+    catalogue = Catalogue.parse(content, label)
+    catalogue.check_providers(configured)
+    return catalogue
 
 
 def _in_force(last: Switched, digest: str, catalogue: Catalogue) -> bool:

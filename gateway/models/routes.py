@@ -6,7 +6,6 @@ from aiohttp import web
 
 from gateway.edge.errors import ApiError
 from gateway.edge.routes import Endpoint, Param
-from gateway.jsonio import encode
 from gateway.edge.state import SERVICES
 from gateway.models import listing
 
@@ -32,7 +31,7 @@ async def get_prices(request: web.Request) -> web.Response:
     if document is None:
         raise ApiError(404, f"price version {version!r} was never in force here; GET /v1/models names"
                             " the version in force", type="not_found", param="version")
-    return web.Response(body=encode(document), content_type="application/json")
+    return web.Response(body=document, content_type="application/json")
 
 
 ENDPOINTS = (
