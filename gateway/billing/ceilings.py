@@ -76,27 +76,31 @@ def output_bound(model: Resolved, allowance: Allowance) -> int:
 
 
 def tokens(services: Services, model: Resolved, prompt_tokens: int, output_tokens: int,
-           spent: Usage = NO_USAGE) -> int:
+           spent: Usage = NO_USAGE, asked: object = None) -> int:
     """`spent` and `prompt_tokens` and `output_tokens` more, in nano-INR, each part at its dearest
-    price in any tier it could be charged at (`Prices.dearest`), the prompt not yet seen at the
-    dearest any prompt token has: priced as one usage, as a request is charged, so no rounding
-    comes between them."""
+    price in any tier it could be charged at (`Prices.ceiling`: a long prompt's, the service tier
+    it `asked` for), the prompt not yet seen at the dearest any prompt token has: priced as one
+    usage, as a request is charged, so no rounding comes between them. A provider that serves a
+    dearer tier unasked is charged for all the same (billing.charging.settle notes it)."""
     usage = Usage(spent.prompt_tokens + prompt_tokens, spent.completion_tokens + output_tokens,
                   spent.cached_prompt_tokens, spent.cache_write_tokens, spent.cache_write_1h_tokens + prompt_tokens)
-    return priced_cost(cached(model.prices.dearest, usage), usage, services.config.billing.usd_to_inr).inr_nano
+    dearest = model.prices.ceiling(asked)
+    return priced_cost(cached(dearest, usage), usage, services.config.billing.usd_to_inr).inr_nano
 
 
-def worst(services: Services, model: Resolved, prompt_tokens: int, allowance: Allowance) -> int:
-    """`prompt_tokens` and the output `allowance` lets `model` write, at their dearest prices."""
-    return tokens(services, model, prompt_tokens, output_bound(model, allowance))
+def worst(services: Services, model: Resolved, prompt_tokens: int, allowance: Allowance, asked: object = None) -> int:
+    """`prompt_tokens` and the output `allowance` lets `model` write, at their dearest prices
+    (in the service tier `asked` for, too)."""
+    return tokens(services, model, prompt_tokens, output_bound(model, allowance), asked=asked)
 
 
-def sent(services: Services, prompt: object, allowance: Callable[[Resolved], Allowance]
+def sent(services: Services, prompt: object, allowance: Callable[[Resolved], Allowance], asked: object = None
          ) -> Callable[[Resolved], int]:
     """A request's ceiling on whichever model it is tried: its `prompt` (`prompt_bound`) and the
-    output `allowance(model)` reads off what it sends that model's provider."""
+    output `allowance(model)` reads off what it sends that model's provider, at the dearest prices
+    of the tiers it may be served at (the `service_tier` it `asked` for among them)."""
     return lambda model: worst(services, model, prompt_bound(model, prompt, protocol=protocol(services, model)),
-                               allowance(model))
+                               allowance(model), asked)
 
 
 def per_minute(services: Services, model: Resolved, seconds: Decimal) -> int:

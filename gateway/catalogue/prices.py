@@ -33,7 +33,8 @@ class Prices(msgspec.Struct, frozen=True):
     long_context: tuple[tuple[int, Priced], ...] = ()  # (above_prompt_tokens, prices), rising
     service_tiers: Mapping[str, Priced] = MappingProxyType({})
     batch: Priced | None = None
-    dearest: Priced = Priced()  # each token price at its highest over every tier: what a hold reserves
+    dearest: Priced = Priced()  # each price at its highest in the tiers any request may be served at
+    dearest_asking: Mapping[str, Priced] = MappingProxyType({})  # ... and in the service tier it asks for
     version: str = ""
 
     def tier(self, prompt_tokens: int, served: str = "", batch: bool = False) -> Priced:
@@ -45,6 +46,11 @@ class Prices(msgspec.Struct, frozen=True):
         if name == price_tiers.BATCH and self.batch is not None:
             return self.batch
         return self.service_tiers.get(name) or dict(self.long_context)[price_tiers.threshold_of(name) or 0]
+
+    def ceiling(self, asked: object = None) -> Priced:
+        """The prices a hold reserves at (`dearest`): a request that asks for a service tier may be
+        charged that tier's prices too; one that does not is served the provider's default."""
+        return self.dearest_asking.get(asked, self.dearest) if isinstance(asked, str) else self.dearest
 
     def published(self, image: str) -> dict:
         """These prices as GET /v1/prices/{version} publishes them: every tier in full."""
@@ -138,11 +144,13 @@ def _parsed(own: ProviderPricing, model: Pricing, version: str) -> Prices:
     service = {name: _tier(stated, t, version, name) for name, t in tiers.service_tiers.items()}
     batch = _batch(stated, _first(own.batch_prompt, model.batch_prompt),
                    _first(own.batch_completion, model.batch_completion), version)
-    every = [standard, *(p for _, p in long_context), *service.values(), *([batch] if batch else [])]
+    always = [standard, *(p for _, p in long_context)]
+    asking = {name: _dearest([*always, tier]) for name, tier in service.items()}
     return Prices(prompt=prompt, completion=completion, input_cache_read=read or Decimal(0),
                   input_cache_write=write or Decimal(0), per_generation=Decimal(own.audio_music_per_generation),
                   audio_per_minute=Decimal(model.audio_per_minute), per_token=standard, long_context=long_context,
-                  service_tiers=MappingProxyType(service), batch=batch, dearest=_dearest(every), version=version)
+                  service_tiers=MappingProxyType(service), batch=batch, dearest=_dearest(always),
+                  dearest_asking=MappingProxyType(asking), version=version)
 
 
 def _batch(standard: _Standard, prompt: str | None, completion: str | None, version: str) -> Priced | None:

@@ -53,7 +53,7 @@ def ceiling(services: Services, body: dict) -> Callable[[Resolved], int]:
     shared = ceilings.size({name: value for name, value in body.items() if name != "prompt"})
     return lambda model: ceilings.worst(
         services, model, ceilings.inputs_bound(model, prompts, shared),
-        services.providers.completion[model.provider_id].completion_allowance(body))
+        services.providers.completion[model.provider_id].completion_allowance(body), body.get("service_tier"))
 
 
 def prompt_text(request: CompletionRequest) -> list[dict]:

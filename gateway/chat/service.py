@@ -35,7 +35,8 @@ def ceiling(services: Services, body: dict) -> Callable[[Resolved], int]:
     """The worst case of a chat `body` on each provider it is tried on: the body as its prompt,
     and the output the body lets that provider write as its adapter sends it (limits translated,
     `n` forwarded or not)."""
-    return ceilings.sent(services, body, lambda model: services.providers.chat[model.provider_id].chat_allowance(body))
+    return ceilings.sent(services, body, lambda model: services.providers.chat[model.provider_id].chat_allowance(body),
+                         body.get("service_tier"))
 
 
 def prompt_text(request: ChatRequest) -> list[dict]:

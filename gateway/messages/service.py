@@ -61,7 +61,7 @@ class Sent:
         return self.services.providers.chat[model.provider_id].chat_allowance(body)
 
     def ceiling(self) -> Callable[[Resolved], int]:
-        return ceilings.sent(self.services, self.body, self.allowance)
+        return ceilings.sent(self.services, self.body, self.allowance, self.body.get("service_tier"))
 
 
 async def create(services: Services, caller: Caller, body: dict, request: MessagesRequest) -> dict:

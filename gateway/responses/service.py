@@ -67,7 +67,7 @@ class Conversation:
 
     def ceiling(self) -> Callable[[Resolved], int]:
         """The request's worst case on a model: the body and the history it continues as its prompt."""
-        return ceilings.sent(self.services, [self.body, self.history], self.allowance)
+        return ceilings.sent(self.services, [self.body, self.history], self.allowance, self.body.get("service_tier"))
 
     def ready(self, caller: Caller, served: Served[ChatProvider], api_key: str, request: ResponsesRequest
               ) -> Prepared:

@@ -61,8 +61,9 @@ def test_a_charge_is_exactly_its_tokens_at_the_tier_served(usage):
 @given(usages(), st.sampled_from([MINI, HAIKU]))
 def test_a_hold_covers_the_charge_at_whatever_tier_is_served(usage, model):
     """The hold of a request (its prompt unseen, its output allowed) is at least its charge, in any
-    tier, however its prompt turns out to split between plain tokens and the cache."""
-    held = ceilings.tokens(SERVICES, model, usage.prompt_tokens, usage.completion_tokens)
+    tier it may be served at (a long prompt's, the service tier it asked for), however its prompt
+    turns out to split between plain tokens and the cache."""
+    held = ceilings.tokens(SERVICES, model, usage.prompt_tokens, usage.completion_tokens, asked=usage.service_tier)
     assert held >= model_cost(model.prices, usage, SERVICES.config.billing.usd_to_inr).inr_nano
 
 
@@ -155,3 +156,12 @@ async def test_a_replica_keeps_its_prices_when_the_published_catalogue_names_a_p
     live.take(Switched(position=7, version=1, recorded_at_us=now, event=event))
     assert live.now() is CATALOGUE  # bedrock, vertex, azure ... are not configured here
     assert live.timeline.at(now).version == made[0][0].version  # the ledger's word is still recorded
+
+
+def test_only_a_request_asking_for_a_dearer_service_tier_holds_at_its_prices():
+    document = tiered_document(mini={**MINI_PRICES, "tiers": []})  # no long context: standard is dearest
+    mini = Catalogue.parse(json.dumps(document).encode(), "untiered").resolve("gpt-4o-mini")
+    standard = ceilings.tokens(SERVICES, mini, 1_000, 1_000)
+    assert ceilings.tokens(SERVICES, mini, 1_000, 1_000, asked="flex") == standard  # flex is cheaper
+    assert ceilings.tokens(SERVICES, mini, 1_000, 1_000, asked="priority") > standard
+    assert ceilings.tokens(SERVICES, mini, 1_000, 1_000, asked=["priority"]) == standard  # not a tier's name
