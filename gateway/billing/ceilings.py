@@ -2,8 +2,8 @@
 
 Token-priced models: the prompt (estimated from above, see `prompt_bound`; media parts at the
 most their provider bills for them, `gateway.billing.media`) at the dearest price a prompt
-token has in any tier (`Prices.dearest`), plus, at the completion price, the output the request lets the
-model write AS IT IS SENT UPSTREAM to the provider that answers (an `Allowance`, which each
+token has in any tier it may be served at (`Prices.ceiling`), plus, at the completion price, the
+output the request lets the model write AS IT IS SENT UPSTREAM to the provider that answers (an `Allowance`, which each
 adapter reads off the body it sends: the limit it forwards, else the model's output limit, in
 each answer it asks for). Which body goes to which provider is each route's to say
 (gateway.chat.service, messages, completions, embeddings, responses.service, realtime). Flat-priced
@@ -84,7 +84,7 @@ def tokens(services: Services, model: Resolved, prompt_tokens: int, output_token
     dearer tier unasked is charged for all the same (billing.charging.settle notes it)."""
     usage = Usage(spent.prompt_tokens + prompt_tokens, spent.completion_tokens + output_tokens,
                   spent.cached_prompt_tokens, spent.cache_write_tokens, spent.cache_write_1h_tokens + prompt_tokens)
-    dearest = model.prices.ceiling(asked)
+    dearest = model.prices.ceiling(usage.prompt_tokens, asked)
     return priced_cost(cached(dearest, usage), usage, services.config.billing.usd_to_inr).inr_nano
 
 

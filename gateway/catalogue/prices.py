@@ -33,8 +33,9 @@ class Prices(msgspec.Struct, frozen=True):
     long_context: tuple[tuple[int, Priced], ...] = ()  # (above_prompt_tokens, prices), rising
     service_tiers: Mapping[str, Priced] = MappingProxyType({})
     batch: Priced | None = None
-    dearest: Priced = Priced()  # each price at its highest in the tiers any request may be served at
-    dearest_asking: Mapping[str, Priced] = MappingProxyType({})  # ... and in the service tier it asks for
+    # Each price at its highest in the tiers a request may be served at, by the service tier it asks
+    # for ("": none) and the number of long-context thresholds its prompt may pass.
+    ceilings: Mapping[tuple[str, int], Priced] = MappingProxyType({})
     version: str = ""
 
     def tier(self, prompt_tokens: int, served: str = "", batch: bool = False) -> Priced:
@@ -47,10 +48,13 @@ class Prices(msgspec.Struct, frozen=True):
             return self.batch
         return self.service_tiers.get(name) or dict(self.long_context)[price_tiers.threshold_of(name) or 0]
 
-    def ceiling(self, asked: object = None) -> Priced:
-        """The prices a hold reserves at (`dearest`): a request that asks for a service tier may be
-        charged that tier's prices too; one that does not is served the provider's default."""
-        return self.dearest_asking.get(asked, self.dearest) if isinstance(asked, str) else self.dearest
+    def ceiling(self, prompt_tokens: int, asked: object = None) -> Priced:
+        """The prices a hold reserves at: each at its highest in the standard tier, the long-context
+        tiers a prompt of up to `prompt_tokens` may reach, and the service tier the request `asked`
+        for (one that asks for none is served the provider's default)."""
+        passed = sum(prompt_tokens > threshold for threshold, _ in self.long_context)
+        tier = asked if isinstance(asked, str) and asked in self.service_tiers else ""
+        return self.ceilings[(tier, passed)]
 
     def published(self, image: str) -> dict:
         """These prices as GET /v1/prices/{version} publishes them: every tier in full."""
@@ -144,13 +148,14 @@ def _parsed(own: ProviderPricing, model: Pricing, version: str) -> Prices:
     service = {name: _tier(stated, t, version, name) for name, t in tiers.service_tiers.items()}
     batch = _batch(stated, _first(own.batch_prompt, model.batch_prompt),
                    _first(own.batch_completion, model.batch_completion), version)
-    always = [standard, *(p for _, p in long_context)]
-    asking = {name: _dearest([*always, tier]) for name, tier in service.items()}
+    reached = [[standard, *(p for _, p in long_context[:n])] for n in range(len(long_context) + 1)]
+    ceilings = {(name, n): _dearest([*tiers, *([service[name]] if name else [])])
+                for name in ("", *service) for n, tiers in enumerate(reached)}
     return Prices(prompt=prompt, completion=completion, input_cache_read=read or Decimal(0),
                   input_cache_write=write or Decimal(0), per_generation=Decimal(own.audio_music_per_generation),
                   audio_per_minute=Decimal(model.audio_per_minute), per_token=standard, long_context=long_context,
-                  service_tiers=MappingProxyType(service), batch=batch, dearest=_dearest(always),
-                  dearest_asking=MappingProxyType(asking), version=version)
+                  service_tiers=MappingProxyType(service), batch=batch, ceilings=MappingProxyType(ceilings),
+                  version=version)
 
 
 def _batch(standard: _Standard, prompt: str | None, completion: str | None, version: str) -> Priced | None:

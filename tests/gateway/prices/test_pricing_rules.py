@@ -71,7 +71,7 @@ def test_a_one_hour_write_is_priced_apart_from_a_five_minute_one():
     usage = Usage(100, 0, 0, 40, 60)
     cost = model_cost(HAIKU.prices, usage, RATE)
     assert cost.usd_total_nano == usd_nano({"write": 40, "write_1h": 60}, HAIKU_PRICES)
-    assert HAIKU.prices.dearest.cache_write_1h_usd == "0.000002"
+    assert HAIKU.prices.ceiling(100).cache_write_1h_usd == "0.000002"
 
 
 def test_batch_prices_apply_only_to_a_batch():
@@ -165,3 +165,10 @@ def test_only_a_request_asking_for_a_dearer_service_tier_holds_at_its_prices():
     assert ceilings.tokens(SERVICES, mini, 1_000, 1_000, asked="flex") == standard  # flex is cheaper
     assert ceilings.tokens(SERVICES, mini, 1_000, 1_000, asked="priority") > standard
     assert ceilings.tokens(SERVICES, mini, 1_000, 1_000, asked=["priority"]) == standard  # not a tier's name
+
+
+def test_a_prompt_that_cannot_pass_a_threshold_is_not_held_at_the_long_context_prices():
+    short = ceilings.tokens(SERVICES, MINI, 50, 1_000)
+    assert short == model_cost(MINI.prices, Usage(50, 1_000, cache_write_1h_tokens=50),
+                               SERVICES.config.billing.usd_to_inr).inr_nano  # standard prices
+    assert ceilings.tokens(SERVICES, MINI, 61, 1_000) > ceilings.tokens(SERVICES, MINI, 60, 1_000) + 1_000
