@@ -17,7 +17,7 @@ from gateway.billing.escrow import Escrow
 from gateway.billing.leases import HoldLeases
 from gateway.billing.releases import Releases
 from gateway.edge.body_budget import BodyBudget
-from gateway.catalogue import Catalogue, CatalogueError, publishing
+from gateway.catalogue import CatalogueError, publishing
 from gateway.catalogue.live import LiveCatalogue
 from gateway.config import Config, ConfigError, LedgerConfig
 from gateway.accounts.directory import Directory
@@ -189,8 +189,7 @@ async def catalogue_ctx(app: web.Application) -> LiveCatalogue:
     not configured, stops start-up), and the catalogue in force followed from the prices stream."""
     config, ledger = app[CONFIG], app[LEDGER]
     published = await publishing.publish_configured(ledger.recorder, config, app[CLOCK])
-    initial = published.catalogues[0] if published.catalogues else Catalogue.load(config.catalogue.path or None)
-    live = LiveCatalogue(initial, config.providers, clock=app[CLOCK])
+    live = LiveCatalogue(published.catalogues[0], config.providers, clock=app[CLOCK])
     ledger.follower.listen(live.apply)
     await live.load(ledger.recorder)
     return live

@@ -18,12 +18,13 @@ from types import MappingProxyType
 import msgspec
 
 from gateway.catalogue import loading
-from gateway.catalogue.pricing import error
+from gateway.catalogue.pricing import error, in_force
 from gateway.catalogue.prices import Prices, prices_at, versioned
 from gateway.catalogue.records import MAX_DIMENSIONS, Kind, ModelRecord, ProviderEntry
 from ledger.price_check import version_of
 
 SHIPPED_PATH = Path(__file__).with_name("catalogue.json")
+EPOCH = "1970-01-01T00:00:00Z"
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -79,6 +80,13 @@ def _priced(found: tuple[ModelRecord, ...], at: datetime) -> tuple[str, list[lis
     unversioned = [[prices_at(r.id, r.pricing, e.pricing, at) for e in r.providers] for r in found]
     version = version_of(published(found, unversioned))
     return version, [[versioned(p, version) for p in row] for row in unversioned]
+
+
+def _undated(pricing: msgspec.Struct) -> dict:
+    stated = msgspec.to_builtins(pricing)
+    for name in ("effective_to", "price_history"):
+        stated.pop(name, None)
+    return {**stated, "effective_from": stated.get("effective_from") or EPOCH}
 
 
 def published(found: tuple[ModelRecord, ...], prices: list[list[Prices]]) -> list[dict]:
@@ -175,6 +183,16 @@ class Catalogue:
     def changes(self) -> list[datetime]:
         """Every instant at which one of its prices changes (`effective_from`, `effective_to`)."""
         return loading.instants(self._records)
+
+    def stated_pricing(self, model_id: str, provider_id: str, model_name: str, at: datetime) -> dict | None:
+        """A provider entry's prices in force at `at`, as the file states them, with the instant
+        they took effect (the epoch when none is stated); None when no such entry is priced then."""
+        for record in self._records:
+            for entry in record.providers if record.id == model_id else ():
+                if (entry.provider_id, entry.model_name) == (provider_id, model_name):
+                    stated = in_force(entry.pricing, at)
+                    return None if stated is None else _undated(stated)
+        return None
 
     def prices(self) -> list[dict]:
         """Its prices, as GET /v1/prices/{version} lists them (`data`)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Callable, Collection
+from datetime import datetime
 
 import msgspec
 
@@ -30,7 +31,7 @@ class Published(msgspec.Struct, frozen=True):
 
     switches: tuple[PriceSwitch, ...]
     recorded: Switched | None = None
-    catalogues: tuple[Catalogue, ...] = ()  # each switch's catalogue, built on the way
+    catalogues: tuple[Catalogue, ...] = ()  # each switch's catalogue (unchanged: the one in force), built on the way
 
     def summary(self) -> dict:
         """What `gateway admin reload-catalogue` prints."""
@@ -43,16 +44,17 @@ async def publish(recorder: Recorder, content: bytes, label: str, configured: Co
                   delay_s: float, clock: Callable[[], int] = wall_clock_us) -> Published:
     """Put the catalogue file `content` in force: `delay_s` after now, so every process has it
     by then (at once when none was in force), then at each change its own dates state. Raises
-    CatalogueError (nothing recorded) when it does not validate or names an unconfigured provider."""
-    catalogue = await asyncio.to_thread(_validated, content, label, configured)  # a large one takes a while
+    CatalogueError (nothing recorded) when it does not validate or names an unconfigured provider.
+    Catalogues are built in a thread: a large one takes a while."""
     digest = hashlib.sha256(content).hexdigest()
     for _ in range(ATTEMPTS):
         last = await prices.latest(recorder)
-        if last is not None and await asyncio.to_thread(_in_force, last, digest, catalogue):
-            return Published(last.event.switches)
-        first = clock() + (int(delay_s * 1e6) if last is not None else 0)
-        made = await asyncio.to_thread(schedule, catalogue, instant(first))
-        event = CatalogueSwitched(sha256=digest, switches=tuple(s for s, _ in made), catalogue=msgspec.Raw(content))
+        if last is not None and last.event.sha256 == digest and (in_force := await asyncio.to_thread(
+                _unchanged, last, configured, instant(clock()))):
+            return Published(last.event.switches, catalogues=(in_force,))
+        first = instant(clock() + (int(delay_s * 1e6) if last is not None else 0))
+        completed, made = await asyncio.to_thread(_prepared, content, label, configured, last, first)
+        event = CatalogueSwitched(sha256=digest, switches=tuple(s for s, _ in made), catalogue=msgspec.Raw(completed))
         try:
             [recorded] = await prices.record(recorder, event, last.version if last else 0)
         except ConcurrencyError:
@@ -61,16 +63,65 @@ async def publish(recorder: Recorder, content: bytes, label: str, configured: Co
     raise ConcurrencyError(f"the prices stream kept moving: {ATTEMPTS} publications went first")
 
 
-def _validated(content: bytes, label: str, configured: Collection[str]) -> Catalogue:
-    catalogue = Catalogue.parse(content, label)
+def _prepared(content: bytes, label: str, configured: Collection[str], last: Switched | None, first: datetime
+              ) -> tuple[bytes, list[tuple[PriceSwitch, Catalogue]]]:
+    """The file with the prices in force carried over (`carried_over`), validated, and the switches
+    it makes from `first` on."""
+    previous = None if last is None else _published(last, first)
+    completed = carried_over(content, previous, first)
+    catalogue = Catalogue.parse(completed, label, first)
     catalogue.check_providers(configured)
-    return catalogue
+    return completed, schedule(catalogue, first)
 
 
-def _in_force(last: Switched, digest: str, catalogue: Catalogue) -> bool:
-    """Whether `last` published this very file, priced as this code prices it."""
-    return last.event.sha256 == digest and all(
-        catalogue.priced_at(instant(s.effective_from_us)).version == s.version for s in last.event.switches)
+def _published(switched: Switched, at: datetime) -> Catalogue:
+    return Catalogue.parse(bytes(switched.event.catalogue), "the catalogue in force", at)
+
+
+def _unchanged(last: Switched, configured: Collection[str], now: datetime) -> Catalogue | None:
+    """What `last` published, priced as now, if this code prices it as it was then (an upgrade may
+    publish the same prices under another version); CatalogueError if it names an unconfigured
+    provider."""
+    switches = last.event.switches
+    catalogue = _published(last, instant(switches[0].effective_from_us))
+    catalogue.check_providers(configured)
+    if any(catalogue.priced_at(instant(s.effective_from_us)).version != s.version for s in switches):
+        return None
+    return catalogue.priced_at(max(now, catalogue.at))
+
+
+def carried_over(content: bytes, previous: Catalogue | None, first: datetime) -> bytes:
+    """`content` with, for each provider entry whose prices take effect after `first` and state
+    nothing before, the entry's prices in force in `previous` kept until then (its price_history):
+    a price changed at a stated instant, and the price before it left to the catalogue in force."""
+    try:
+        document = msgspec.json.decode(content)
+    except msgspec.DecodeError:
+        return content  # the parse says what is wrong with it
+    if previous is None or not isinstance(document, dict) or not isinstance(document.get("data"), list):
+        return content
+    carried = [_carry(record, entry, previous, first) for record in document["data"] if isinstance(record, dict)
+               for entry in record.get("providers") or () if isinstance(entry, dict)]
+    return msgspec.json.encode(document) if any(carried) else content
+
+
+def _carry(record: dict, entry: dict, previous: Catalogue, first: datetime) -> bool:
+    pricing = entry.get("pricing")
+    if not isinstance(pricing, dict) or pricing.get("price_history") or not (starts := _instant(pricing)):
+        return False
+    old = previous.stated_pricing(str(record.get("id")), str(entry.get("providerId")), str(entry.get("modelName")),
+                                  first) if starts > first else None
+    if old is not None:
+        pricing["price_history"] = [{**old, "effective_to": pricing["effective_from"]}]
+    return old is not None
+
+
+def _instant(pricing: dict) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(pricing.get("effective_from"))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return when if when.tzinfo is not None else None
 
 
 async def publish_configured(recorder: Recorder, config: Config, clock: Callable[[], int] = wall_clock_us

@@ -36,13 +36,13 @@ def at(seconds_from_now: float) -> str:
     return datetime.fromtimestamp(time.time() + seconds_from_now, UTC).isoformat()
 
 
-def repriced(prompt: str, effective_from: str | None = None) -> dict:
+def repriced(prompt: str, effective_from: str | None = None, history: bool = True) -> dict:
     """The tiered catalogue with gpt-4o-mini's prompt price changed (from `effective_from`, the old
-    price kept in its history until then)."""
+    price kept in its history until then, or left to the catalogue in force without `history`)."""
     mini = {**MINI_PRICES, "prompt": prompt}
     if effective_from is not None:
         past = {**MINI_PRICES, "effective_from": "2020-01-01T00:00:00Z", "effective_to": effective_from}
-        mini |= {"effective_from": effective_from, "price_history": [past]}
+        mini |= {"effective_from": effective_from, "price_history": [past] if history else []}
     return tiered_document(mini=mini)
 
 
@@ -98,11 +98,12 @@ async def test_the_version_in_force_is_named_and_published_without_a_key(gateway
     assert status == 404 and "never in force" in error["error"]["message"]
 
 
-async def test_a_change_takes_effect_at_its_stated_instant_everywhere(gateway, catalogue_path, cli_config):
+@pytest.mark.parametrize("history", [True, False], ids=["past-price-stated", "past-price-in-force"])
+async def test_a_change_takes_effect_at_its_stated_instant_everywhere(gateway, catalogue_path, cli_config, history):
     org = await gateway.new_org()
     old = await version_in_force(gateway)
     instant = at(4)
-    write_catalogue(catalogue_path, repriced("0.0000002", instant))
+    write_catalogue(catalogue_path, repriced("0.0000002", instant, history))
     result = await run_cli_async("admin", "reload-catalogue", "--config", cli_config)
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
