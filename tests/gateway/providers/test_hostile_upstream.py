@@ -48,7 +48,7 @@ async def assert_recorded_unbilled(gateway, org: dict, route: str) -> None:
     assert await gateway.balance(org["org_id"]) == Decimal("100")
     checked, problems = await audit.verify(gateway.ledger.recorder)
     holding = [r for r in await gateway.events() if isinstance(r.event, CreditsHeld | HoldReleased | HoldsRenewed)]
-    assert problems == [] and checked == 4 + len(holding)  # org, key, credits, the request, and holds
+    assert problems == [] and checked == 1 + 4 + len(holding)  # prices in force, org, key, credits, the request, holds
     assert sum(r.event.amount_inr_nano for r in holding if isinstance(r.event, HoldReleased)) == sum(
         r.event.amount_inr_nano for r in holding if isinstance(r.event, CreditsHeld) and r.event.request_id)
 
