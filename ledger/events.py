@@ -354,7 +354,7 @@ class CatalogueSwitched(Event, frozen=True, tag="catalogue_switched"):
 
     sha256: str  # of `catalogue`, the file as it was published
     switches: tuple[PriceSwitch, ...]
-    catalogue: msgspec.Raw
+    catalogue: dict  # the catalogue file's JSON (as published: ledger.prices.content)
 
 
 AnyEvent = (OrgCreated | ApiKeyCreated | ApiKeyRevoked | CreditsAdded | RetentionChanged

@@ -4,10 +4,13 @@
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import msgspec
+
 from ledger.events import CatalogueSwitched
 from ledger.recorder import Append, CorruptEvent, Recorded, Recorder
 
 STREAM = "$prices"  # no org id starts with "$"
+_ENCODER = msgspec.json.Encoder()
 NEWEST = "SELECT position FROM events WHERE stream_id = ? ORDER BY version DESC LIMIT 1"
 
 
@@ -18,6 +21,11 @@ class Switched(NamedTuple):
     version: int  # in the prices stream
     recorded_at_us: int
     event: CatalogueSwitched
+
+
+def content(switched: Switched) -> bytes:
+    """The catalogue a switch put in force, as a catalogue file."""
+    return _ENCODER.encode(switched.event.catalogue)
 
 
 def switched(recorded: Recorded) -> Switched | None:

@@ -128,7 +128,7 @@ def test_every_module_imports_from_the_installed_copy(installed, tmp_path):
     assert set(found) == checkout_modules()
     elsewhere = {name: file for name, file in found.items() if installed not in Path(file).parents}
     assert not elsewhere, f"imported from outside the installed copy: {elsewhere}"
-    assert (installed / "gateway" / "catalogue.json").is_file()
+    assert (installed / "gateway" / "catalogue" / "catalogue.json").is_file()
     assert (installed / "gateway" / "dashboard" / "static" / "index.html").is_file()
 
 

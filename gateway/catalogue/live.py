@@ -123,7 +123,7 @@ class LiveCatalogue:
     def _build(self, switched: Switched, span: Span) -> Catalogue | None:
         label = f"the catalogue switched at position {switched.position}"
         try:
-            catalogue = Catalogue.parse(bytes(switched.event.catalogue), label, instant(span.from_us))
+            catalogue = Catalogue.parse(prices.content(switched), label, instant(span.from_us))
             catalogue.check_providers(self._configured)
         except CatalogueError as exc:  # another replica's file this one cannot serve: keep the old
             log.error("catalogue_refused", position=switched.position, reason=str(exc))
@@ -162,7 +162,7 @@ class LiveCatalogue:
         switched = await prices.at(recorder, span.position)
         if switched is None:
             raise LookupError(f"no price switch at position {span.position}")
-        content, at = bytes(switched.event.catalogue), instant(span.from_us)
+        content, at = prices.content(switched), instant(span.from_us)
         return await asyncio.to_thread(lambda: _ENCODER.encode(Catalogue.parse(content, "a published catalogue",
                                                                                 at).prices()))
 

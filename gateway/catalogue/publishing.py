@@ -54,7 +54,7 @@ async def publish(recorder: Recorder, content: bytes, label: str, configured: Co
             return Published(last.event.switches, catalogues=(in_force,))
         first = instant(clock() + (int(delay_s * 1e6) if last is not None else 0))
         completed, made = await asyncio.to_thread(_prepared, content, label, configured, last, first)
-        event = CatalogueSwitched(sha256=digest, switches=tuple(s for s, _ in made), catalogue=msgspec.Raw(completed))
+        event = CatalogueSwitched(sha256=digest, switches=tuple(s for s, _ in made), catalogue=completed)
         try:
             [recorded] = await prices.record(recorder, event, last.version if last else 0)
         except ConcurrencyError:
@@ -64,18 +64,18 @@ async def publish(recorder: Recorder, content: bytes, label: str, configured: Co
 
 
 def _prepared(content: bytes, label: str, configured: Collection[str], last: Switched | None, first: datetime
-              ) -> tuple[bytes, list[tuple[PriceSwitch, Catalogue]]]:
-    """The file with the prices in force carried over (`carried_over`), validated, and the switches
-    it makes from `first` on."""
+              ) -> tuple[dict, list[tuple[PriceSwitch, Catalogue]]]:
+    """The file with the prices in force carried over (`carried_over`), validated, as the event
+    records it, and the switches it makes from `first` on."""
     previous = None if last is None else _published(last, first)
     completed = carried_over(content, previous, first)
     catalogue = Catalogue.parse(completed, label, first)
     catalogue.check_providers(configured)
-    return completed, schedule(catalogue, first)
+    return msgspec.json.decode(completed), schedule(catalogue, first)
 
 
 def _published(switched: Switched, at: datetime) -> Catalogue:
-    return Catalogue.parse(bytes(switched.event.catalogue), "the catalogue in force", at)
+    return Catalogue.parse(prices.content(switched), "the catalogue in force", at)
 
 
 def _unchanged(last: Switched, configured: Collection[str], now: datetime) -> Catalogue | None:

@@ -197,6 +197,7 @@ ENV_OVERRIDES = [
     ("GATEWAY_PROVIDERS_GOOGLE_API_KEY", "g-key", "providers.google.api_key", "g-key"),
     ("GATEWAY_PROVIDERS_GOOGLE_TIMEOUT_S", "9", "providers.google.timeout_s", 9.0),
     ("GATEWAY_CATALOGUE_PATH", "/srv/cat.json", "catalogue.path", "/srv/cat.json"),
+    ("GATEWAY_CATALOGUE_SWITCH_DELAY_S", "5", "catalogue.switch_delay_s", 5.0),
     *[(f"GATEWAY_PROVIDERS_{name.upper()}_PROTOCOL", "anthropic", f"providers.{name}.protocol", "anthropic")
       for name in ("openai", "anthropic", "google", "groq", "openrouter")],
     *[(f"GATEWAY_PROVIDERS_{name.upper()}_PROTOCOL", "azure", f"providers.{name}.protocol", "azure")
