@@ -1,4 +1,4 @@
-"""The `gateway` command: serve, demo, admin and ledger commands (DESIGN §7)."""
+"""The `gateway` command: serve, demo, admin, ledger and catalogue commands (DESIGN §7)."""
 
 import argparse
 import asyncio
@@ -12,7 +12,7 @@ import msgspec
 from gateway.accounts import admin, key_policy
 from gateway import config as config_module, demo, server, workers
 from gateway.ops import log_setup
-from gateway.catalogue import Catalogue
+from gateway.catalogue import Catalogue, commands as catalogue_commands
 from gateway.accounts.admin import AdminError
 from gateway.app import ledger_recorder
 from gateway.config import Config, ConfigError
@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     ledger_commands.add_parser("migrate", parents=[common], help="create or upgrade the ledger schema")
     _export_parsers(ledger_commands, common)
     webhook_commands.add_parser(commands, common)
+    catalogue_commands.add_parser(commands, common)
     return parser
 
 
@@ -264,6 +265,8 @@ def _run(args: argparse.Namespace, config: Config) -> int:
         case "webhooks":
             result = asyncio.run(with_recorder(config, webhook_commands.action(args, config)))
             sys.stdout.buffer.write(lines(result))
+        case "catalogue":
+            return catalogue_commands.run(args, config)
         case "ledger":
             args.signing_key = config.ledger.signing_key
             return asyncio.run(with_recorder(config, lambda r: ledger_command(r, args)))

@@ -105,10 +105,11 @@ async def test_invalid_requests_are_400_naming_the_field_without_upstream_call(g
     ("[sim:status=429]", 429), ("[sim:status=503]", 502), ("[sim:status=401]", 502), ("[sim:drop_after=0]", 502),
 ])
 async def test_upstream_failures_become_gateway_errors_and_are_not_charged(gateway, org, directive, status):
-    response = await post(gateway, org, input=f"x {directive}")
+    response = await post(gateway, org, model=f"openai/{SMALL}", input=f"x {directive}")  # not Azure's as well
     assert response.status == status
     error = (await response.json())["error"]
-    assert (error["type"], error["usedProvider"], error["requestedModel"]) == ("gateway_error", "openai", SMALL)
+    assert (error["type"], error["usedProvider"], error["requestedModel"]) == ("gateway_error", "openai",
+                                                                               f"openai/{SMALL}")
     assert "sk-sim-provider" not in error["message"]
     assert await gateway.balance(org["org_id"]) == Decimal(100)
     (event,) = await request_events(gateway)

@@ -66,7 +66,10 @@ REQUESTS = {
 
 
 @pytest.mark.parametrize("name", REQUESTS)
-async def test_a_request_with_media_holds_at_least_what_its_provider_bills(gateway, org, name):
+async def test_a_request_with_media_holds_at_least_what_its_provider_bills(gateway, name):
+    # A URL image's worst case is a whole context at the dearest prompt price (Claude's one-hour
+    # cache write): more than the usual 100 INR on Sonnet 4.5.
+    org = await gateway.new_org("1000")
     path, body = REQUESTS[name]
     response = await gateway.client.post(path, json=body, headers=auth(org["api_key"]))
     assert response.status == 200, await response.text()

@@ -12,6 +12,7 @@ import orjson
 import pytest
 from aiohttp import web
 
+from gateway.catalogue import Catalogue
 from gateway.providers.bedrock.events import ConverseChunks
 from ledger.events import RequestCompleted
 from simulator.cloud_credentials import AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN
@@ -140,7 +141,8 @@ async def test_claude_fails_over_from_anthropic_to_bedrock_to_vertex_billed_once
     assert response.status == 200, body
     (event,) = await charges(gateway)
     assert event.provider == "vertex" and [a.provider for a in event.attempts] == ["anthropic", "bedrock", "vertex"]
-    assert event.priced is not None and event.priced.prompt_usd == "0.0000033"
+    vertex = Catalogue.load().resolve("vertex/claude-sonnet-4-5").prices.per_token
+    assert event.priced is not None and event.priced.prompt_usd == vertex.prompt_usd
 
 
 async def test_a_request_without_max_tokens_to_claude_on_bedrock_is_refused_first(gateway, org, simulator):

@@ -14,9 +14,9 @@ from tests.support import post_chat, request_events, upstream_requests
 RATE = Decimal("84.0")
 CLAUDE, CLAUDE_UPSTREAM = "vertex/claude-sonnet-4-5", "claude-sonnet-4-5@20250929"
 GEMINI = "vertex/gemini-2.5-flash"
-# USD per token, the shipped catalogue's vertex rows.
-SONNET = {"prompt": Decimal("0.0000033"), "completion": Decimal("0.0000165"),
-          "read": Decimal("0.00000033"), "write": Decimal("0.000004125")}
+# USD per token, the shipped catalogue's vertex rows (genai-prices: Vertex's global-endpoint rates).
+SONNET = {"prompt": Decimal("0.000003"), "completion": Decimal("0.000015"),
+          "read": Decimal("0.0000003"), "write": Decimal("0.00000375")}
 FLASH = {"prompt": Decimal("0.0000003"), "completion": Decimal("0.0000025"), "read": Decimal("0.00000003")}
 
 pytestmark = pytest.mark.usefixtures("no_anthropic_env")
