@@ -132,8 +132,11 @@ def _build_index(records: tuple[ModelRecord, ...], prices: list[list[Prices]]) -
 
 def listed(record: ModelRecord) -> dict:
     """A record as GET /v1/models lists it: every spec field, and OpenAI's `object` and
-    `owned_by` (the model's family) that its SDK's Model type reads."""
-    return {"id": record.id, **msgspec.to_builtins(record), "object": "model", "owned_by": record.family}
+    `owned_by` (the model's family) that its SDK's Model type reads. Its prices list what they
+    state (a tier is listed where there is one) and always the per-minute audio price."""
+    body = msgspec.to_builtins(record)
+    body["pricing"] = {**body["pricing"], "audio_per_minute": record.pricing.audio_per_minute}
+    return {"id": record.id, **body, "object": "model", "owned_by": record.family}
 
 
 def _utc(moment: datetime | None) -> datetime:
