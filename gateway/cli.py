@@ -12,7 +12,7 @@ import msgspec
 from gateway.accounts import admin, key_policy
 from gateway import config as config_module, demo, server, workers
 from gateway.ops import log_setup
-from gateway.catalogue import Catalogue, commands as catalogue_commands
+from gateway.catalogue import Catalogue, commands as catalogue_commands, publishing
 from gateway.accounts.admin import AdminError
 from gateway.app import ledger_recorder
 from gateway.config import Config, ConfigError
@@ -104,6 +104,8 @@ def _admin_parser(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     limits.add_argument("--budget-period", help="day (UTC), month (calendar, UTC) or total; empty: total")
     limits.add_argument("--models", help="ID,ID,provider/* the key may use; empty: every model")
     limits.add_argument("--expires", help="ISO 8601 time the key stops working; empty: never")
+    add("reload-catalogue").description = ("put the configured catalogue file in force in every running"
+                                           " gateway ([catalogue] switch_delay_s from now, or at its own dates)")
     removed = add("remove-provider-key")
     removed.add_argument("org_id")
     removed.add_argument("provider", help="a configured provider's id ([providers.<id>])")
@@ -130,7 +132,13 @@ def admin_action(args: argparse.Namespace, config: Config) -> Callable[[Recorder
             return _set_key_limits(args, config)
         case "remove-provider-key":
             return lambda r: admin.remove_provider_key(r, args.org_id, args.provider, config.providers)
+        case "reload-catalogue":
+            return lambda r: _published(publishing.publish_configured(r, config))
     raise AssertionError(args.action)
+
+
+async def _published(publication: Awaitable[publishing.Published]) -> dict:
+    return (await publication).summary()
 
 
 def _set_key_limits(args: argparse.Namespace, config: Config) -> Callable[[Recorder], Awaitable[dict]]:

@@ -72,7 +72,8 @@ def catalogue() -> Catalogue:
 def body(catalogue: Catalogue, **filters) -> dict[str, dict]:
     """Decode models_body() as a client would and index the records by id."""
     decoded = orjson.loads(catalogue.models_body(**filters))
-    assert set(decoded) == {"object", "data"} and decoded["object"] == "list"
+    assert set(decoded) == {"object", "price_version", "data"} and decoded["object"] == "list"
+    assert decoded["price_version"] == catalogue.version
     return {record["id"]: record for record in decoded["data"]}
 
 
