@@ -16,8 +16,10 @@ What the answer holds:
   the tool's input schema (`tool_input`); it is streamed as ``input_json_delta``
   fragments of FRAGMENT_CHARS characters (`json_fragments`), one output token each.
   Stop reason ``tool_use``. ``[sim:refusal]`` answers stop reason ``refusal`` instead.
-* Usage: see `simulator.anthropic_wire`; ``[sim:cache_read=N]`` and
-  ``[sim:cache_write=N]`` move N prompt tokens into the cache fields.
+* Usage: see `simulator.anthropic_wire`; ``[sim:cache_read=N]``, ``[sim:cache_write=N]`` (a
+  five-minute write) and ``[sim:cache_write_1h=N]`` (a one-hour write) move N prompt tokens into
+  the cache fields. ``usage.service_tier`` is "standard" (this simulator has no priority capacity
+  for "auto" to use) unless ``[sim:served_tier=NAME]`` reports another.
 
 Stream events: message_start, ping, then per block content_block_start,
 content_block_delta*, content_block_stop, then message_delta, message_stop.
@@ -55,8 +57,9 @@ class AnthropicDirectives(directives.Directives, frozen=True, forbid_unknown_fie
     """The chat directives plus those of this route (None / False: not given).
 
     tool: answer with a call of this tool (it must be among the request's tools).
-    cache_read / cache_write: report this many prompt tokens as read from / written to
-        the prompt cache.
+    cache_read / cache_write / cache_write_1h: report this many prompt tokens as read from /
+        written to the prompt cache (for five minutes / for an hour).
+    served_tier: report this ``usage.service_tier`` (as an upstream serving another tier does).
     refusal: stop with stop reason ``refusal``.
     error_after: (stream) send K deltas, then an ``error`` event; (non-stream) answer 529.
     """
@@ -64,6 +67,8 @@ class AnthropicDirectives(directives.Directives, frozen=True, forbid_unknown_fie
     tool: str | None = None
     cache_read: Annotated[int, msgspec.Meta(ge=0)] | None = None
     cache_write: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    cache_write_1h: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    served_tier: str | None = None
     refusal: bool = False
     error_after: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
@@ -92,7 +97,9 @@ class Reply(msgspec.Struct, frozen=True):
     stop_sequence: str | None
     prompt_tokens: int
     cache_read: int
-    cache_write: int
+    cache_write: int  # five-minute writes
+    cache_write_1h: int = 0
+    service_tier: str = "standard"
     faults: hostile.HostileDirectives = hostile.NO_FAULTS
 
     @property
@@ -100,8 +107,9 @@ class Reply(msgspec.Struct, frozen=True):
         return len(self.texts) + (len(self.tool.fragments) if self.tool else 0)
 
     def usage(self, output_tokens: int) -> dict[str, Any]:
-        input_tokens = self.prompt_tokens - self.cache_read - self.cache_write
-        usage = wire.usage_body(input_tokens, output_tokens, self.cache_write, self.cache_read)
+        input_tokens = self.prompt_tokens - self.cache_read - self.cache_write - self.cache_write_1h
+        usage = wire.usage_body(input_tokens, output_tokens, self.cache_write, self.cache_read, self.cache_write_1h,
+                                self.service_tier)
         if self.faults.usage == "cached_over":  # cache counts are apart from input_tokens here
             return {**usage, "input_tokens": -10, "cache_read_input_tokens": self.prompt_tokens + 10}
         return hostile.spoiled_usage(usage, self.faults.usage, "input_tokens")
@@ -219,8 +227,9 @@ def compose(parsed: wire.MessagesRequest, found: AnthropicDirectives, plan: Plan
     prompt_tokens = wire.prompt_tokens(parsed)
     cache_read = min(found.cache_read or 0, prompt_tokens)
     cache_write = min(found.cache_write or 0, prompt_tokens - cache_read)
+    cache_write_1h = min(found.cache_write_1h or 0, prompt_tokens - cache_read - cache_write)
     return Reply(f"msg_sim_{uuid.uuid4().hex[:24]}", parsed.model, texts, call, stop_reason,
-                 stop, prompt_tokens, cache_read, cache_write, found)
+                 stop, prompt_tokens, cache_read, cache_write, cache_write_1h, found.served_tier or "standard", found)
 
 
 def _stop_reason(stop: str | None, truncated: bool, refusal: bool, tool: bool) -> str:

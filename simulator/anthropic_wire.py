@@ -12,7 +12,8 @@ Token accounting (deterministic, so tests can predict it): the chat rule of
 and each message's text pieces (text blocks, plain text documents and the text of tool
 results), plus its images and documents as Anthropic bills them (`prompt_tokens`). Of that
 total, ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` are what the
-cache directives ask for; ``input_tokens`` is the rest, as Anthropic reports it.
+cache directives ask for (the latter both lifetimes' writes, split in ``cache_creation``, which
+current API versions always send); ``input_tokens`` is the rest, as Anthropic reports it.
 """
 
 import uuid
@@ -145,7 +146,7 @@ class MessagesRequest(msgspec.Struct, forbid_unknown_fields=True):
     tool_choice: ToolChoice | None = None
     metadata: dict[str, Any] | None = None
     thinking: dict[str, Any] | None = None
-    service_tier: str | None = None
+    service_tier: Literal["auto", "standard_only"] | None = None  # what the API takes; others are a 400
     # Accepted and ignored: what recent SDKs can send beside the fields above.
     cache_control: dict[str, Any] | None = None
     container: Any = None
@@ -209,14 +210,19 @@ def prompt_tokens(request: MessagesRequest) -> int:
 
 
 def usage_body(
-    input_tokens: int, output_tokens: int, cache_creation: int = 0, cache_read: int = 0
-) -> dict[str, int]:
-    """Anthropic's ``usage`` object."""
+    input_tokens: int, output_tokens: int, cache_creation: int = 0, cache_read: int = 0,
+    cache_creation_1h: int = 0, service_tier: str = "standard",
+) -> dict[str, Any]:
+    """Anthropic's ``usage`` object; `cache_creation` counts the five-minute writes and
+    `cache_creation_1h` the one-hour ones (``cache_creation_input_tokens`` is both)."""
     return {
         "input_tokens": input_tokens,
-        "cache_creation_input_tokens": cache_creation,
+        "cache_creation_input_tokens": cache_creation + cache_creation_1h,
         "cache_read_input_tokens": cache_read,
+        "cache_creation": {"ephemeral_5m_input_tokens": cache_creation,
+                           "ephemeral_1h_input_tokens": cache_creation_1h},
         "output_tokens": output_tokens,
+        "service_tier": service_tier,
     }
 
 
@@ -234,7 +240,7 @@ def message_body(
     content: list[dict[str, Any]],
     stop_reason: str | None,
     stop_sequence: str | None,
-    usage: dict[str, int],
+    usage: dict[str, Any],
 ) -> dict[str, Any]:
     """A ``message`` object: the whole JSON answer, or the shell of ``message_start``."""
     return {

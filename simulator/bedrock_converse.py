@@ -12,8 +12,11 @@ What the answer holds (the rules of `simulator.anthropic_messages`, in Bedrock's
 * A tool call when ``toolConfig.toolChoice`` forces one (``tool``: that tool, ``any``: the
   first) or ``[sim:tool=NAME]`` names one: a ``toolUse`` block after the text whose input has a
   sample value per schema property; streamed as JSON fragments, one output token each.
-* Usage: see `simulator.bedrock_wire`; ``[sim:cache_read=N]`` / ``[sim:cache_write=N]`` move N
-  prompt tokens out of inputTokens into the cache fields.
+* Usage: see `simulator.bedrock_wire`; ``[sim:cache_read=N]`` / ``[sim:cache_write=N]`` /
+  ``[sim:cache_write_1h=N]`` move N prompt tokens out of inputTokens into the cache fields (the
+  writes of five minutes and of an hour, told apart in ``cacheDetails``).
+* ``serviceTier``: the request's, echoed (absent when it names none), unless
+  ``[sim:served_tier=NAME]`` reports another (as when priority capacity is full).
 
 Stream events: messageStart, then contentBlockDelta* and contentBlockStop for the text (index
 0; Bedrock sends no contentBlockStart for text), contentBlockStart / Delta* / Stop for a tool
@@ -57,7 +60,9 @@ class BedrockDirectives(directives.Directives, frozen=True, forbid_unknown_field
     """The chat directives plus Bedrock's (None / False: not given).
 
     tool: answer with a call of this tool (it must be among the request's tools).
-    cache_write: report this many prompt tokens as written to the prompt cache.
+    cache_write / cache_write_1h: report this many prompt tokens as written to the prompt cache
+        for five minutes / for an hour.
+    served_tier: report this serviceTier type as the one served, whatever was asked.
     error_after: (stream) send K deltas, then an exception message; (non-stream) its HTTP error.
     stream_exception: the ``:exception-type`` of that message (default modelStreamErrorException).
     aws_error: answer with this AWS error by name, at the status AWS gives it
@@ -67,6 +72,8 @@ class BedrockDirectives(directives.Directives, frozen=True, forbid_unknown_field
 
     tool: str | None = None
     cache_write: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    cache_write_1h: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    served_tier: str | None = None
     error_after: Annotated[int, msgspec.Meta(ge=0)] | None = None
     stream_exception: StreamException = "modelStreamErrorException"
     aws_error: str | None = None
@@ -90,7 +97,9 @@ class Reply(msgspec.Struct, frozen=True):
     stop_reason: str
     prompt_tokens: int
     cache_read: int
-    cache_write: int
+    cache_write: int  # five-minute writes
+    cache_write_1h: int = 0
+    service_tier: str | None = None  # the serviceTier type reported (None: no serviceTier sent)
     faults: hostile.HostileDirectives = hostile.NO_FAULTS
 
     @property
@@ -102,8 +111,9 @@ class Reply(msgspec.Struct, frozen=True):
         return len(self.texts) + len(self.fragments)
 
     def usage(self) -> dict[str, Any]:
-        input_tokens = self.prompt_tokens - self.cache_read - self.cache_write
-        usage = wire.usage_body(input_tokens, self.output_tokens, self.cache_read, self.cache_write)
+        input_tokens = self.prompt_tokens - self.cache_read - self.cache_write - self.cache_write_1h
+        usage = wire.usage_body(input_tokens, self.output_tokens, self.cache_read, self.cache_write,
+                                self.cache_write_1h)
         return hostile.spoiled_usage(usage, self.faults.usage, "inputTokens", ("cacheReadInputTokens",))
 
     def body(self, latency_ms: int) -> dict[str, Any]:
@@ -112,7 +122,11 @@ class Reply(msgspec.Struct, frozen=True):
             content.append({"toolUse": {"toolUseId": self.tool.id, "name": self.tool.name, "input": self.tool.input}})
         message = {"role": "assistant", "content": hostile.MALFORMED if self.faults.malformed else content}
         return {"output": {"message": message}, "stopReason": self.stop_reason, "usage": self.usage(),
-                "metrics": {"latencyMs": latency_ms}}
+                "metrics": {"latencyMs": latency_ms}, **self.tier()}
+
+    def tier(self) -> dict[str, Any]:
+        """The answer's (or the metadata event's) ``serviceTier`` field, when it has one."""
+        return {} if self.service_tier is None else {"serviceTier": {"type": self.service_tier}}
 
 
 def parse(body: Any) -> tuple[wire.ConverseRequest, BedrockDirectives]:
@@ -154,7 +168,9 @@ def compose(parsed: wire.ConverseRequest, found: BedrockDirectives, plan: Plan,
     prompt_tokens = wire.prompt_tokens(parsed)
     cache_read = min(found.cache_read or 0, prompt_tokens)
     cache_write = min(found.cache_write or 0, prompt_tokens - cache_read)
-    return Reply(texts, call, stop_reason, prompt_tokens, cache_read, cache_write, found)
+    cache_write_1h = min(found.cache_write_1h or 0, prompt_tokens - cache_read - cache_write)
+    served = found.served_tier or (parsed.serviceTier.type if parsed.serviceTier else None)
+    return Reply(texts, call, stop_reason, prompt_tokens, cache_read, cache_write, cache_write_1h, served, found)
 
 
 def failure(found: BedrockDirectives) -> web.Response:
@@ -273,7 +289,7 @@ def _events(reply: Reply, started: float) -> Iterator[tuple[Kind, Maker]]:
         yield "close", lambda: b""
         return
     yield "close", _maker("messageStop", {"stopReason": reply.stop_reason})
-    yield "frame", lambda: eventstream.event("metadata", {"usage": reply.usage(),
+    yield "frame", lambda: eventstream.event("metadata", {"usage": reply.usage(), **reply.tier(),
                                                           "metrics": {"latencyMs": _elapsed_ms(started)}})
 
 

@@ -11,12 +11,17 @@ over the system prompt (one message when present) and each message's text pieces
 and the text and JSON of tool results), plus images and documents billed by Anthropic's rule
 (`simulator.media_billing`; Bedrock's chat models are mostly Claude). Of that total AWS reports
 ``inputTokens`` WITHOUT the cached tokens: cacheReadInputTokens and cacheWriteInputTokens are
-apart and additive, and totalTokens = input + output + cacheRead + cacheWrite.
+apart and additive, and totalTokens = input + output + cacheRead + cacheWrite. cacheWrite counts
+the writes of both lifetimes; ``cacheDetails`` (sent when there are writes) splits them by TTL,
+"1h" before "5m" as AWS sorts them.
+
+A request's ``serviceTier`` must be one of AWS's ServiceTierType values; the answer names the
+tier served in its own ``serviceTier`` (a stream in its metadata event).
 """
 
 import uuid
 from types import MappingProxyType
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 import orjson
@@ -137,6 +142,10 @@ class ToolConfig(msgspec.Struct, forbid_unknown_fields=True):
     toolChoice: ToolChoice | None = None
 
 
+class ServiceTier(msgspec.Struct, forbid_unknown_fields=True):
+    type: Literal["priority", "default", "flex", "reserved"]
+
+
 class ConverseRequest(msgspec.Struct, forbid_unknown_fields=True):
     """A Converse / ConverseStream body (the model id travels in the path)."""
 
@@ -151,7 +160,7 @@ class ConverseRequest(msgspec.Struct, forbid_unknown_fields=True):
     additionalModelResponseFieldPaths: list[str] | None = None
     requestMetadata: dict[str, str] | None = None
     performanceConfig: dict[str, Any] | None = None
-    serviceTier: Any = None
+    serviceTier: ServiceTier | None = None
     outputConfig: dict[str, Any] | None = None
 
     @property
@@ -234,11 +243,18 @@ def prompt_tokens(request: ConverseRequest) -> int:
     return count_prompt_tokens(request_texts(request)) + media_tokens(request)
 
 
-def usage_body(input_tokens: int, output_tokens: int, cache_read: int, cache_write: int) -> dict[str, int]:
-    """Converse's ``usage``: `input_tokens` already excludes the cached ones."""
-    return {"inputTokens": input_tokens, "outputTokens": output_tokens,
-            "totalTokens": input_tokens + output_tokens + cache_read + cache_write,
-            "cacheReadInputTokens": cache_read, "cacheWriteInputTokens": cache_write}
+def usage_body(input_tokens: int, output_tokens: int, cache_read: int, cache_write: int,
+               cache_write_1h: int = 0) -> dict[str, Any]:
+    """Converse's ``usage``: `input_tokens` already excludes the cached ones; `cache_write` counts
+    the five-minute writes, `cache_write_1h` the one-hour ones."""
+    written = cache_write + cache_write_1h
+    usage: dict[str, Any] = {"inputTokens": input_tokens, "outputTokens": output_tokens,
+                             "totalTokens": input_tokens + output_tokens + cache_read + written,
+                             "cacheReadInputTokens": cache_read, "cacheWriteInputTokens": written}
+    if written:
+        details = (("1h", cache_write_1h), ("5m", cache_write))
+        usage["cacheDetails"] = [{"ttl": ttl, "inputTokens": tokens} for ttl, tokens in details if tokens]
+    return usage
 
 
 def new_request_id() -> str:

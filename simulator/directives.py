@@ -3,7 +3,7 @@
 Grammar (several markers allowed; for a repeated NAME the last one wins)::
 
     directive := "[sim:" NAME [ "=" VALUE ] "]"
-    NAME      := one or more of [a-z_]
+    NAME      := one of [a-z_], then any of [a-z0-9_]   (e.g. cache_write_1h)
     VALUE     := zero or more characters other than "]"
 
 Each route family knows its own names and values (`Directives` for chat,
@@ -24,7 +24,7 @@ import msgspec
 from simulator.hostile import HostileDirectives
 
 MARKER = "[sim:"
-_DIRECTIVE = re.compile(r"\[sim:([a-z_]+)(?:=([^\]]*))?\]")
+_DIRECTIVE = re.compile(r"\[sim:([a-z_][a-z0-9_]*)(?:=([^\]]*))?\]")
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 ErrorStatus = Annotated[int, msgspec.Meta(ge=400, le=599)]

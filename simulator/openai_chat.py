@@ -2,7 +2,9 @@
 
 Order of behaviour for one request: validate -> directives -> latency / hang ->
 simulated error status -> (non-stream) drop / hang_after / generation time ->
-response. Token counts and text follow `simulator.textgen`. A hostile provider's faults
+response. Token counts and text follow `simulator.textgen`. The answer (every chunk of a stream)
+names the `service_tier` served: the one asked for, as OpenAI reports it, unless
+``[sim:served_tier=NAME]`` says otherwise (`openai_wire.served_tier`). A hostile provider's faults
 (`simulator.hostile`: usage, malformed, bad_chunk, no_end) spoil the answer; a stream's broken
 chunks come after its tokens, before the finish chunk.
 """
@@ -18,17 +20,20 @@ from aiohttp import web
 
 from simulator.behaviour import abandoned, delay_headers, pace, stream_cut
 from simulator.connection import drop_connection, wait_until_gone
-from simulator.directives import DirectiveError, Directives, parse_directives
+from simulator.directives import DirectiveError, parse_as
 from simulator.hostile import MALFORMED, NO_FAULTS, HostileDirectives, broken_frames, spoiled_usage
 from simulator.openai_wire import (
     DONE_EVENT,
     SSE_HEADERS,
+    NO_OPENAI_DIRECTIVES,
     ChatRequest,
     ChunkEncoder,
+    OpenAIDirectives,
     completion_body,
     error_response,
     json_response,
     message_texts,
+    served_tier,
     usage_body,
 )
 from simulator.media_billing import openai_media_tokens
@@ -50,6 +55,7 @@ class Reply(msgspec.Struct, frozen=True):
     plan: Plan
     cached_tokens: int = 0
     faults: HostileDirectives = NO_FAULTS
+    service_tier: str = "default"  # the tier the answer says it was served at
 
     @property
     def broken_frames(self) -> list[bytes]:
@@ -71,7 +77,8 @@ class Reply(msgspec.Struct, frozen=True):
     def body(self, content: str) -> dict[str, Any]:
         """The non-streamed ``chat.completion`` object carrying `content`."""
         body = completion_body(
-            self.completion_id, self.created, self.model, content, self.finish_reason, self.usage
+            self.completion_id, self.created, self.model, content, self.finish_reason, self.usage,
+            self.service_tier,
         )
         return {**body, "choices": MALFORMED} if self.faults.malformed else body
 
@@ -99,13 +106,13 @@ async def answer(request: web.Request, body: Any, encoder: type[ChunkEncoder] = 
         return simulated_error(plan.status)
     media = openai_media_tokens(chat.model, body.get("messages") or [])
     reply = Reply(_completion_id(), int(time.time()), chat.model, count_prompt_tokens(texts) + media, plan,
-                  directives.cache_read or 0, directives)
+                  directives.cache_read or 0, directives, served_tier(chat.service_tier, directives))
     if chat.stream:
         return await _stream(request, reply, chat.include_usage, encoder)
     return await _respond_json(request, reply)
 
 
-def parse_chat_request(body: Any) -> tuple[ChatRequest, list[list[str]], Directives]:
+def parse_chat_request(body: Any) -> tuple[ChatRequest, list[list[str]], OpenAIDirectives]:
     """The request, the text pieces of each message, and its directives; raises BadRequest."""
     if body is None:
         raise BadRequest("We could not parse the JSON body of your request.")
@@ -115,7 +122,7 @@ def parse_chat_request(body: Any) -> tuple[ChatRequest, list[list[str]], Directi
         raise BadRequest(f"Invalid chat completion request: {exc}") from exc
     texts = [message_texts(message) for message in chat.messages]
     try:
-        return chat, texts, parse_directives(itertools.chain.from_iterable(texts))
+        return chat, texts, parse_as(itertools.chain.from_iterable(texts), NO_OPENAI_DIRECTIVES)
     except DirectiveError as exc:
         raise BadRequest(str(exc)) from exc
 
@@ -148,7 +155,7 @@ async def respond_json(request: web.Request, plan: Plan, body: dict[str, Any]) -
 async def _stream(request: web.Request, reply: Reply, include_usage: bool,
                   encoder_type: type[ChunkEncoder]) -> web.StreamResponse:
     """Send the SSE stream; each event is written to the transport as soon as it is produced."""
-    encoder = encoder_type(reply.completion_id, reply.created, reply.model, include_usage)
+    encoder = encoder_type(reply.completion_id, reply.created, reply.model, include_usage, reply.service_tier)
     response = web.StreamResponse(headers=SSE_HEADERS)
     try:
         await response.prepare(request)

@@ -7,7 +7,8 @@ then the model has its answer, as an agent's second turn expects) (its arguments
 the Anthropic route makes them). A stream sends response.created, response.in_progress, the
 message item's added events, one output_text.delta per token, its done events, the function call's
 events, then response.completed (or response.incomplete when max_output_tokens cut the text)
-with the usage; every event numbered by `sequence_number`. drop_after / hang_after count
+with the usage and the `service_tier` served (chat's rule, `openai_wire.served_tier`); every
+event numbered by `sequence_number`. drop_after / hang_after count
 text deltas. There is no `[DONE]`: the real API sends none.
 
 `previous_response_id` is refused: this provider never issued the gateway's ids, so a gateway that
@@ -17,7 +18,7 @@ forwards one has leaked its own state upstream.
 import itertools
 import time
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import orjson
@@ -26,9 +27,9 @@ from aiohttp import web
 from simulator.anthropic_messages import tool_input
 from simulator.behaviour import abandoned, delay_headers, pace, stream_cut
 from simulator.connection import drop_connection, wait_until_gone
-from simulator.directives import DirectiveError, Directives, parse_as
+from simulator.directives import DirectiveError, parse_as
 from simulator.openai_chat import respond_json, simulated_error
-from simulator.openai_wire import SSE_HEADERS, error_response
+from simulator.openai_wire import SSE_HEADERS, OpenAIDirectives, ServiceTier, error_response, served_tier
 from simulator.media_billing import openai_media_tokens
 from simulator.plan import Plan, make_plan
 from simulator.recording import RECORD_KEY, Outcome
@@ -38,8 +39,8 @@ from simulator.textgen import completion_text, count_prompt_tokens, iter_tokens
 RESPONSES_PATH = "/v1/responses"
 
 
-class ResponsesDirectives(Directives, frozen=True, forbid_unknown_fields=True):
-    """Chat's directives, plus `tool`: answer with a call of this declared function."""
+class ResponsesDirectives(OpenAIDirectives, frozen=True, forbid_unknown_fields=True):
+    """Chat's directives (served_tier included), plus `tool`: answer with a call of this declared function."""
 
     tool: str | None = None
 
@@ -55,6 +56,7 @@ class ResponsesRequest(msgspec.Struct):
     max_output_tokens: int | None = None
     stream: bool = False
     previous_response_id: str | None = None
+    service_tier: ServiceTier | Literal["ultrafast"] | None = None
 
 
 class BadRequest(ValueError):
@@ -130,6 +132,9 @@ class Answer:
                 "error": None, "model": self.request.model, "output": output if done else [],
                 "incomplete_details": {"reason": "max_output_tokens"} if done and self.plan.truncated else None,
                 "usage": self.usage() if done else None, "instructions": self.request.instructions,
+                # Served once done; until then, as asked (OpenAI's in-progress shell repeats the request).
+                "service_tier": served_tier(self.request.service_tier, self.directives) if done
+                else self.request.service_tier or "auto",
                 "tools": self.request.tools, "max_output_tokens": self.request.max_output_tokens,
                 "parallel_tool_calls": True, "tool_choice": "auto", "text": {"format": {"type": "text"}}}
 

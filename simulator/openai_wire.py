@@ -3,13 +3,17 @@
 Only the shapes live here; `openai_chat` decides what to send and when.
 """
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 import orjson
 from aiohttp import web
 
+from simulator.directives import Directives
+
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+# The request's `service_tier` values the API takes (another is a 400, as there).
+ServiceTier = Literal["auto", "default", "flex", "scale", "priority", "fast"]
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 DONE_EVENT = b"data: [DONE]\n\n"
@@ -33,6 +37,26 @@ class StreamOptions(msgspec.Struct):
     include_usage: bool | None = None
 
 
+class OpenAIDirectives(Directives, frozen=True, forbid_unknown_fields=True):
+    """The chat directives plus `served_tier`: report this `service_tier` as the one served,
+    whatever the request asked for (as OpenAI does when it cannot serve the tier asked)."""
+
+    served_tier: str | None = None
+
+
+NO_OPENAI_DIRECTIVES = OpenAIDirectives()
+
+
+def served_tier(requested: str | None, directives: OpenAIDirectives) -> str:
+    """The `service_tier` an answer reports: the directive's, else the tier asked for as OpenAI
+    reports it (none or "auto": the project's default, "default"; "fast" is served as "priority")."""
+    if directives.served_tier is not None:
+        return directives.served_tier
+    if requested is None or requested == "auto":
+        return "default"
+    return "priority" if requested == "fast" else requested
+
+
 class ChatRequest(msgspec.Struct):
     """The fields the simulator reads; unknown fields are accepted and ignored."""
 
@@ -42,6 +66,7 @@ class ChatRequest(msgspec.Struct):
     max_completion_tokens: NonNegative | None = None
     stream: bool | None = None
     stream_options: StreamOptions | None = None
+    service_tier: ServiceTier | None = None
 
     @property
     def include_usage(self) -> bool:
@@ -84,6 +109,7 @@ def completion_body(
     content: str,
     finish_reason: str,
     usage: dict[str, int],
+    service_tier: str = "default",
 ) -> dict[str, Any]:
     """A non-streamed ``chat.completion`` object."""
     return {
@@ -98,6 +124,7 @@ def completion_body(
                 "finish_reason": finish_reason,
             }
         ],
+        "service_tier": service_tier,
         "usage": usage,
     }
 
@@ -106,15 +133,18 @@ class ChunkEncoder:
     """Encodes the SSE events of one streamed completion as ``data: <json>\\n\\n`` bytes.
 
     When include_usage is set, every non-usage chunk carries ``"usage": null`` as
-    OpenAI's does, and `usage` yields the final chunk with empty choices.
+    OpenAI's does, and `usage` yields the final chunk with empty choices. Every chunk names
+    the `service_tier` served, as OpenAI's do.
     """
 
-    def __init__(self, completion_id: str, created: int, model: str, include_usage: bool) -> None:
+    def __init__(self, completion_id: str, created: int, model: str, include_usage: bool,
+                 service_tier: str = "default") -> None:
         self._head: dict[str, Any] = {
             "id": completion_id,
             "object": "chat.completion.chunk",
             "created": created,
             "model": model,
+            "service_tier": service_tier,
         }
         self._include_usage = include_usage
 

@@ -125,3 +125,4 @@ class ChatRequest(msgspec.Struct):
     seed: int | None = None
     presence_penalty: Penalty | None = None
     frequency_penalty: Penalty | None = None
+    service_tier: str | None = None  # OpenAI's go up as sent; Bedrock's translation reads it

@@ -128,10 +128,14 @@ def tool_choice_of(choice: dict | None) -> dict:
 # -- answers: OpenAI chat -> Anthropic Messages ------------------------------------------------
 
 def anthropic_usage(usage: Usage) -> dict:
-    """Billing's usage in Anthropic's terms: cached prompt tokens are reported apart."""
-    return {"input_tokens": usage.prompt_tokens - usage.cached_prompt_tokens - usage.cache_write_tokens,
-            "cache_creation_input_tokens": usage.cache_write_tokens,
-            "cache_read_input_tokens": usage.cached_prompt_tokens, "output_tokens": usage.completion_tokens}
+    """Billing's usage in Anthropic's terms: cached prompt tokens are reported apart, the cache
+    writes as a total and by lifetime (`cache_creation`), with the tier served."""
+    written = usage.cache_write_tokens + usage.cache_write_1h_tokens
+    return {"input_tokens": usage.prompt_tokens - usage.cached_prompt_tokens - written,
+            "cache_creation_input_tokens": written, "cache_read_input_tokens": usage.cached_prompt_tokens,
+            "cache_creation": {"ephemeral_5m_input_tokens": usage.cache_write_tokens,
+                               "ephemeral_1h_input_tokens": usage.cache_write_1h_tokens},
+            "output_tokens": usage.completion_tokens, "service_tier": usage.service_tier or "standard"}
 
 
 def stop_reason(finish_reason: str | None) -> str:

@@ -95,9 +95,11 @@ def reported_usage(text: str) -> Usage | None:
 
 
 def added(total: Usage, more: Usage) -> Usage:
+    """Two responses' usage as one; the tier is the latest's (a session's responses report none today)."""
     return Usage(total.prompt_tokens + more.prompt_tokens, total.completion_tokens + more.completion_tokens,
                  total.cached_prompt_tokens + more.cached_prompt_tokens,
-                 total.cache_write_tokens + more.cache_write_tokens)
+                 total.cache_write_tokens + more.cache_write_tokens,
+                 total.cache_write_1h_tokens + more.cache_write_1h_tokens, more.service_tier or total.service_tier)
 
 
 def close_code(message: aiohttp.WSMessage, lost: int) -> int:

@@ -77,6 +77,7 @@ class ResponsesRequest(msgspec.Struct):
     background: bool | None = None
     conversation: str | dict[str, Any] | None = None
     prompt: dict[str, Any] | None = None
+    service_tier: str | None = None  # carried into the chat translation (Bedrock reads it)
 
 
 def check(request: ResponsesRequest) -> None:

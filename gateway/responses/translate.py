@@ -10,13 +10,14 @@ from types import MappingProxyType
 
 from gateway.edge.errors import bad_request
 from gateway.accounts.keys import new_id
-from gateway.providers.usage import Usage
+from gateway.providers.usage import Usage, openai_tier
 
 ROLES = frozenset({"user", "assistant", "system", "developer"})
 TEXT_ONLY_ROLES = frozenset({"assistant", "system", "developer"})  # chat takes images from users only
 TEXT_PARTS = MappingProxyType({"input_text": "text", "output_text": "text", "refusal": "refusal"})
 TOOL_CHOICES = frozenset({"auto", "none", "required"})
-PASSED_THROUGH = ("temperature", "top_p", "parallel_tool_calls", "user")  # same name and meaning in chat
+# Same name and meaning in chat (a Bedrock model reads service_tier off the chat body).
+PASSED_THROUGH = ("temperature", "top_p", "parallel_tool_calls", "user", "service_tier")
 UNTRANSLATABLE = ("prompt", "conversation")  # stored prompts and conversations exist only at OpenAI
 # A chat finish_reason that cuts the answer short, and the Responses reason it is reported as.
 INCOMPLETE_REASONS = MappingProxyType({"length": "max_output_tokens", "content_filter": "content_filter"})
@@ -219,8 +220,8 @@ def format_fields(text: object) -> dict:
 def usage_object(usage: Usage) -> dict:
     """Billing's usage in the Responses API's terms (the chat adapters report no reasoning apart)."""
     return {"input_tokens": usage.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": usage.cached_prompt_tokens,
-                                     "cache_write_tokens": usage.cache_write_tokens},
+            "input_tokens_details": {"cached_tokens": usage.cached_prompt_tokens,  # writes: of either lifetime
+                                     "cache_write_tokens": usage.cache_write_tokens + usage.cache_write_1h_tokens},
             "output_tokens": usage.completion_tokens, "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": usage.total_tokens}
 
@@ -263,7 +264,7 @@ def response_resource(request: dict, *, response_id: str, model: str, created_at
     return {"id": response_id, "object": "response", "created_at": created_at, "status": status,
             "error": None, "incomplete_details": {"reason": reason} if status == "incomplete" else None,
             "model": model, "output": output, "usage": None if usage is None else usage_object(usage),
-            **echoed_fields(request)}
+            "service_tier": None if usage is None else openai_tier(usage.service_tier), **echoed_fields(request)}
 
 
 def echoed_fields(request: dict) -> dict:

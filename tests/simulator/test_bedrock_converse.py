@@ -42,7 +42,8 @@ async def test_cache_directives_move_tokens_out_of_input_tokens(make_client):
                         messages=[{"role": "user", "content": [{"text": text}, {"cachePoint": {"type": "default"}}]}])
     prompt = 40 + 3 + 4
     assert answer["usage"] == {"inputTokens": prompt - 30, "outputTokens": 3, "cacheReadInputTokens": 20,
-                               "cacheWriteInputTokens": 10, "totalTokens": prompt + 3}
+                               "cacheWriteInputTokens": 10, "totalTokens": prompt + 3,
+                               "cacheDetails": [{"ttl": "5m", "inputTokens": 10}]}
 
 
 async def test_max_tokens_and_stop_sequences_end_the_answer(make_client):

@@ -121,6 +121,7 @@ async def test_json_response_shape_and_deterministic_tokens(make_client):
                 "finish_reason": "stop",
             }
         ],
+        "service_tier": "default",  # none asked for: the project's default
         # (3 words + 4) + (3 + 1 words + 4)
         "usage": {"prompt_tokens": 15, "completion_tokens": 16, "total_tokens": 31},
     }

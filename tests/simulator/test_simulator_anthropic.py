@@ -13,6 +13,7 @@ from simulator.textgen import WORDS, iter_tokens
 from tests.support import sim_records
 
 PATH = "/v1/messages"
+NO_CACHE_WRITES = {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0}  # usage.cache_creation
 HEADERS = {"x-api-key": "sk-ant-test", "anthropic-version": "2023-06-01"}
 WEATHER = {"name": "get_weather", "description": "Weather of a city",
            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
@@ -77,7 +78,8 @@ async def test_json_message_shape_usage_and_headers(make_client):
         "type": "message", "role": "assistant", "model": "claude-sim",
         "content": [{"type": "text", "text": expected_text(5)}], "stop_reason": "end_turn", "stop_sequence": None,
         "usage": {"input_tokens": (2 + 4) + (4 + 4), "cache_creation_input_tokens": 0,
-                  "cache_read_input_tokens": 0, "output_tokens": 5}}
+                  "cache_read_input_tokens": 0, "cache_creation": NO_CACHE_WRITES,
+                  "output_tokens": 5, "service_tier": "standard"}}
     [record] = await sim_records(client)
     assert record["outcome"] == "completed" and record["body"] == body
 
@@ -86,7 +88,8 @@ async def test_cache_directives_move_prompt_tokens_into_the_cache_fields(make_cl
     client = await make_client()
     message = await (await post(client, request("a b c [sim:cache_read=3] [sim:cache_write=2]"))).json()
     assert message["usage"] == {"input_tokens": 9 - 5, "cache_creation_input_tokens": 2,
-                                "cache_read_input_tokens": 3, "output_tokens": 16}
+                                "cache_read_input_tokens": 3, "output_tokens": 16, "service_tier": "standard",
+                                "cache_creation": {"ephemeral_5m_input_tokens": 2, "ephemeral_1h_input_tokens": 0}}
 
 
 async def test_prompt_tokens_count_text_blocks_and_tool_results(make_client):
@@ -158,7 +161,7 @@ async def test_stream_event_sequence(make_client):
     start = events[0][1]["message"]
     assert (start["content"], start["stop_reason"]) == ([], None)
     assert start["usage"] == {"input_tokens": 7 - 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 1,
-                              "output_tokens": 1}
+                              "cache_creation": NO_CACHE_WRITES, "output_tokens": 1, "service_tier": "standard"}
     assert events[2][1] == {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
     assert "".join(data["delta"]["text"] for name, data in events if name == "content_block_delta") == expected_text(3)
     assert events[7][1] == {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},

@@ -9,7 +9,8 @@ import re
 from types import MappingProxyType
 
 
-from gateway.providers.usage import Usage, checked_usage, token_count, usage_report
+from gateway.providers.usage import Usage, checked_usage, five_minute_writes, openai_tier, served_tier, token_count, \
+    usage_report
 from gateway.edge.errors import UpstreamError, bad_request
 from gateway.jsonio import encode, loads
 from gateway.providers.base import Allowance, MessageEvent, alternating, limit  # noqa: F401  (MessageEvent: read here too)
@@ -214,14 +215,20 @@ def tool_choice_of(choice: str | dict | None, parallel: bool | None) -> dict | N
 # -- answers: Anthropic -> OpenAI chat ---------------------------------------------------------
 
 def usage_of(usage: object) -> Usage:
-    """Anthropic usage as billing sees it: cache reads and writes are part of the prompt.
-    Checked (gateway.providers.usage): UpstreamError 502 when it is not sound."""
+    """Anthropic usage as billing sees it: cache reads and writes are part of the prompt, the
+    writes split by lifetime (`cache_creation` holds the one-hour part of cache_creation_input_tokens)
+    and the tier is the one it says it served. Checked (gateway.providers.usage): UpstreamError
+    502 when it is not sound."""
     report = usage_report(PROVIDER, usage)
     cache_read = token_count(PROVIDER, report, "cache_read_input_tokens")
     cache_write = token_count(PROVIDER, report, "cache_creation_input_tokens")
+    by_lifetime = usage_report(PROVIDER, report.get("cache_creation"), "cache_creation")
+    token_count(PROVIDER, by_lifetime, "ephemeral_5m_input_tokens")  # not used, but a broken one is a broken report
+    one_hour = token_count(PROVIDER, by_lifetime, "ephemeral_1h_input_tokens")
     prompt = token_count(PROVIDER, report, "input_tokens") + cache_write + cache_read
-    return checked_usage(PROVIDER, Usage(prompt, token_count(PROVIDER, report, "output_tokens"),
-                                         cache_read, cache_write))
+    return checked_usage(PROVIDER, Usage(prompt, token_count(PROVIDER, report, "output_tokens"), cache_read,
+                                         five_minute_writes(PROVIDER, cache_write, one_hour), one_hour,
+                                         served_tier(PROVIDER, report.get("service_tier"))))
 
 
 def openai_usage(usage: Usage) -> dict:
@@ -244,9 +251,10 @@ def completion(message: dict, created: int) -> dict:
         reply["tool_calls"] = calls
     choice = {"index": 0, "message": reply, "logprobs": None,
               "finish_reason": finish_reason(message.get("stop_reason")) or "stop"}
+    usage = usage_of(message.get("usage"))
     return {"id": message.get("id"), "object": "chat.completion", "created": created,
-            "model": message.get("model"), "choices": [choice],
-            "usage": openai_usage(usage_of(message.get("usage")))}
+            "model": message.get("model"), "choices": [choice], "service_tier": openai_tier(usage.service_tier),
+            "usage": openai_usage(usage)}
 
 
 def tool_call(block: dict) -> dict:
@@ -321,6 +329,8 @@ class AnthropicEventTranslator:
     def _start(self, message: dict) -> list[dict]:
         self.head.update(id=message.get("id") or "", model=message.get("model") or "")
         self._report(message.get("usage"))
+        # OpenAI's chunks each name the tier served; Anthropic names it once, here.
+        self.head["service_tier"] = openai_tier(served_tier(PROVIDER, self.reported.get("service_tier")))
         return [self._chunk({"role": "assistant", "content": ""})]
 
     def _block_start(self, index: int | None, block: dict) -> list[dict]:

@@ -3,7 +3,9 @@ usage as billing counts it, and AWS's errors as UpstreamErrors with the gateway'
 
 No I/O here but reading an error answer. Bedrock reports `inputTokens` without the cached
 tokens: cache reads and writes are counted apart (`cacheReadInputTokens`,
-`cacheWriteInputTokens`) and are added back into the prompt, where billing expects them.
+`cacheWriteInputTokens`, the writes of each lifetime in `cacheDetails`) and are added back into
+the prompt, where billing expects them. The tier served is the answer's `serviceTier.type`
+(a stream's is in its `metadata` event).
 """
 
 from types import MappingProxyType
@@ -16,9 +18,11 @@ from gateway.jsonio import encode, loads
 from gateway.providers.bedrock.converse import RESPONSE_TOOL
 from gateway.providers.http import error_text, scrubbed
 from gateway.providers.shapes import conforming
-from gateway.providers.usage import Usage, checked_usage, token_count, usage_report
+from gateway.providers.usage import Usage, checked_usage, five_minute_writes, invalid_usage, openai_tier, served_tier, \
+    token_count, usage_report
 
 PROVIDER = "bedrock"
+CACHE_LIFETIMES = frozenset({"5m", "1h"})  # the TTLs of AWS's CacheDetail
 FINISH_REASONS = MappingProxyType({
     "end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls",
     "content_filtered": "content_filter", "guardrail_intervened": "content_filter",
@@ -54,13 +58,35 @@ class ConverseAnswer(msgspec.Struct, rename="camel"):
     stop_reason: str
 
 
-def usage_of(usage: object) -> Usage:
-    """Bedrock's usage with the cache reads and writes counted in the prompt; checked."""
+def usage_of(usage: object, tier: object = None) -> Usage:
+    """Bedrock's usage with the cache reads and writes counted in the prompt, the writes split by
+    lifetime (`cacheDetails`), and the tier its `serviceTier` says it served; checked."""
     report = usage_report(PROVIDER, usage)
     read = token_count(PROVIDER, report, "cacheReadInputTokens")
     written = token_count(PROVIDER, report, "cacheWriteInputTokens")
+    one_hour = one_hour_writes(report.get("cacheDetails"))
     prompt = token_count(PROVIDER, report, "inputTokens") + read + written
-    return checked_usage(PROVIDER, Usage(prompt, token_count(PROVIDER, report, "outputTokens"), read, written))
+    served = served_tier(PROVIDER, usage_report(PROVIDER, tier, "serviceTier").get("type"))
+    return checked_usage(PROVIDER, Usage(prompt, token_count(PROVIDER, report, "outputTokens"), read,
+                                         five_minute_writes(PROVIDER, written, one_hour), one_hour, served))
+
+
+def one_hour_writes(details: object) -> int:
+    """The one-hour part of cacheWriteInputTokens, from `cacheDetails` (absent: none; the rest
+    are five-minute writes). A lifetime other than AWS's two ("5m", "1h") is an invalid report:
+    it could not be priced as either."""
+    if details is None:
+        return 0
+    if not isinstance(details, list):
+        raise invalid_usage(PROVIDER, "cacheDetails is not an array")
+    one_hour = 0
+    for detail in details:
+        entry = usage_report(PROVIDER, detail, "a cacheDetails entry")
+        written, ttl = token_count(PROVIDER, entry, "inputTokens"), entry.get("ttl")
+        if not isinstance(ttl, str) or ttl not in CACHE_LIFETIMES:
+            raise invalid_usage(PROVIDER, f"cacheDetails names the lifetime {repr(ttl)[:20]}")
+        one_hour += written if ttl == "1h" else 0
+    return one_hour
 
 
 def openai_usage(usage: Usage) -> dict:
@@ -78,7 +104,7 @@ def finish_reason(stop_reason: str | None, answered_as_json: bool = False) -> st
 def completion(answer: dict, completion_id: str, model: str, created: int) -> tuple[dict, Usage]:
     """A Converse answer as an OpenAI `chat.completion`, and its usage (checked: UpstreamError 502)."""
     typed = conforming(PROVIDER, answer, ConverseAnswer, "Converse answer")
-    usage = usage_of(answer.get("usage"))
+    usage = usage_of(answer.get("usage"), answer.get("serviceTier"))
     text = "".join(block.text or "" for block in typed.output.message.content)
     uses = [block.tool_use for block in typed.output.message.content if block.tool_use is not None]
     as_json = [use for use in uses if use.get("name") == RESPONSE_TOOL]
@@ -90,7 +116,7 @@ def completion(answer: dict, completion_id: str, model: str, created: int) -> tu
     choice = {"index": 0, "message": reply, "logprobs": None,
               "finish_reason": finish_reason(typed.stop_reason, bool(as_json))}
     return {"id": completion_id, "object": "chat.completion", "created": created, "model": model,
-            "choices": [choice], "usage": openai_usage(usage)}, usage
+            "choices": [choice], "service_tier": openai_tier(usage.service_tier), "usage": openai_usage(usage)}, usage
 
 
 def tool_call(use: dict) -> dict:

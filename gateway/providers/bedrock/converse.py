@@ -4,7 +4,8 @@ No I/O here. Bad input raises ApiError 400 naming the field. Converse is one sha
 model Bedrock serves (Claude, Llama, Mistral, Nova): system prompts apart, turns alternating
 user and assistant, content as typed blocks, images as bytes, tools as `toolSpec`s. It has no
 JSON mode of its own, so `response_format` with a schema becomes a tool the model must call,
-whose input is handed back as the answer's text (`RESPONSE_TOOL`).
+whose input is handed back as the answer's text (`RESPONSE_TOOL`). OpenAI's `service_tier`
+becomes Converse's `serviceTier` (`service_tier`).
 """
 
 import base64
@@ -20,6 +21,8 @@ RESPONSE_TOOL = "json_response"  # the tool a JSON-schema answer is written thro
 IMAGE_FORMATS = MappingProxyType({"image/png": "png", "image/jpeg": "jpeg", "image/jpg": "jpeg",
                                   "image/gif": "gif", "image/webp": "webp"})
 TOOL_CHOICES: MappingProxyType[str, dict] = MappingProxyType({"auto": {"auto": {}}, "required": {"any": {}}})
+STANDARD_TIERS = frozenset({"auto", "default"})  # OpenAI's names for what Bedrock does unasked
+BEDROCK_TIERS = frozenset({"flex", "priority", "reserved"})  # the rest of AWS's ServiceTierType
 _DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+);base64,(.+)", re.DOTALL)
 _EMPTY_SCHEMA = MappingProxyType({"type": "object", "properties": {}})
 
@@ -36,7 +39,21 @@ def converse_body(body: dict) -> dict:
         request["inferenceConfig"] = config
     if tool_config := _tool_config(body):
         request["toolConfig"] = tool_config
+    if tier := service_tier(body.get("service_tier")):
+        request["serviceTier"] = {"type": tier}
     return request
+
+
+def service_tier(tier: object) -> str | None:
+    """Bedrock's serviceTier type for an OpenAI `service_tier` (None: Bedrock's default, as for
+    "auto" and "default"). A tier Bedrock does not offer is a 400 before any call: sent on, AWS
+    would refuse it; dropped, the request would be served at a price the client did not ask for."""
+    if tier is None or (isinstance(tier, str) and tier in STANDARD_TIERS):
+        return None
+    if isinstance(tier, str) and tier in BEDROCK_TIERS:
+        return tier
+    raise bad_request(f"service_tier {tier!r} is not offered by Bedrock: use auto, default, "
+                      + ", ".join(sorted(BEDROCK_TIERS)), "service_tier")
 
 
 def allowance(body: dict) -> Allowance:

@@ -22,7 +22,7 @@ from gateway.providers.bedrock.converse import RESPONSE_TOOL
 from gateway.providers.http import scrubbed
 from gateway.providers.stream import ReadAhead
 from gateway.providers.openai.adapter import delta_tokens
-from gateway.providers.usage import Usage
+from gateway.providers.usage import Usage, openai_tier
 
 READ_BYTES = 64 * 1024  # read from the socket at a time, at most
 
@@ -98,9 +98,10 @@ class ConverseChunks:
             self.stopped = True
             reason = answers.finish_reason(event.get("stopReason"), bool(self._text_blocks))
             return self._chunk({}, reason)
-        if kind == "metadata":
-            self.usage = answers.usage_of(event.get("usage"))
-            return {**self.head, "choices": [], "usage": answers.openai_usage(self.usage)}
+        if kind == "metadata":  # the only event naming the tier served: the usage chunk says it
+            self.usage = answers.usage_of(event.get("usage"), event.get("serviceTier"))
+            return {**self.head, "choices": [], "service_tier": openai_tier(self.usage.service_tier),
+                    "usage": answers.openai_usage(self.usage)}
         return None  # contentBlockStop, and events added later that carry nothing to relay
 
     def _started(self, block: int, use: object) -> dict | None:

@@ -10,7 +10,7 @@ import yarl
 
 from gateway.providers.openai import float32
 from gateway.edge import sse, upstream_headers
-from gateway.providers.usage import Usage, checked_usage, reported_seconds, token_count, usage_report
+from gateway.providers.usage import Usage, checked_usage, reported_seconds, served_tier, token_count, usage_report
 from gateway.config import ProviderConfig
 from gateway.edge.errors import UpstreamError
 from gateway.jsonio import encode, loads
@@ -26,9 +26,10 @@ PROVIDER = "openai"
 BETA_HEADER, REALTIME_BETA = "OpenAI-Beta", "realtime=v1"  # asks for the beta realtime protocol
 
 
-def usage_of(usage: object) -> Usage:
-    """OpenAI's chat usage, checked (gateway.providers.usage; UpstreamError 502 when it is not sound)."""
-    return _counted_usage(usage, ("prompt_tokens", "completion_tokens", "prompt_tokens_details"))
+def usage_of(usage: object, tier: object = None) -> Usage:
+    """OpenAI's chat usage, with the answer's `service_tier` (the tier it served), checked
+    (gateway.providers.usage; UpstreamError 502 when it is not sound)."""
+    return _counted_usage(usage, ("prompt_tokens", "completion_tokens", "prompt_tokens_details"), tier)
 
 
 def input_output_usage(usage: object) -> Usage:
@@ -36,20 +37,22 @@ def input_output_usage(usage: object) -> Usage:
     return _counted_usage(usage, ("input_tokens", "output_tokens", "input_token_details"))
 
 
-def responses_usage(usage: object) -> Usage:
-    """The usage of a Responses API answer (input_tokens, output_tokens, input_tokens_details), checked."""
-    return _counted_usage(usage, ("input_tokens", "output_tokens", "input_tokens_details"))
+def responses_usage(usage: object, tier: object = None) -> Usage:
+    """The usage of a Responses API answer (input_tokens, output_tokens, input_tokens_details)
+    with the response's `service_tier`, checked."""
+    return _counted_usage(usage, ("input_tokens", "output_tokens", "input_tokens_details"), tier)
 
 
-def _counted_usage(usage: object, fields: tuple[str, str, str]) -> Usage:
+def _counted_usage(usage: object, fields: tuple[str, str, str], tier: object = None) -> Usage:
     """A usage object whose `fields` name its prompt and completion counts and the details
-    object holding `cached_tokens`, as a checked Usage."""
+    object holding `cached_tokens`, with the served `tier` the answer reports, as a checked Usage."""
     prompt, completion, details_field = fields
     report = usage_report(PROVIDER, usage)
     details = usage_report(PROVIDER, report.get(details_field))
     return checked_usage(PROVIDER, Usage(token_count(PROVIDER, report, prompt),
                                          token_count(PROVIDER, report, completion),
-                                         token_count(PROVIDER, details, "cached_tokens")))
+                                         token_count(PROVIDER, details, "cached_tokens"),
+                                         service_tier=served_tier(PROVIDER, tier)))
 
 
 def request_body(call: ChatCall, stream: bool) -> dict:
@@ -100,6 +103,10 @@ class OpenAIChatStream(UpstreamEventStream[Chunk]):
     # which OpenAI's clients cannot take); OpenAI's own chunks are relayed as they are.
     drops_empty = False
 
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        super().__init__(response)
+        self.tier: object = None  # the last `service_tier` a chunk named: the tier the usage is billed at
+
     async def __aiter__(self) -> AsyncIterator[Chunk]:
         async for chunk in self.items():
             if not (self.drops_empty and chunk.usage is None and not chunk.parsed.get("choices")):
@@ -127,8 +134,10 @@ class OpenAIChatStream(UpstreamEventStream[Chunk]):
         return UpstreamError(502, f"openai stream failed: {error.get('message') or 'no message'}")
 
     def item(self, event: sse.SseEvent, parsed: dict) -> Chunk:
+        if parsed.get("service_tier") is not None:  # each chunk names it; a later one may differ
+            self.tier = parsed["service_tier"]
         if parsed.get("usage") and not parsed.get("choices"):
-            return Chunk(event.data, parsed, usage=usage_of(parsed["usage"]))
+            return Chunk(event.data, parsed, usage=usage_of(parsed["usage"], self.tier))
         return Chunk(event.data, parsed, tokens=self._tokens(parsed))
 
 
@@ -250,7 +259,7 @@ class OpenAIProvider:
         response = await self.send_json("/chat/completions", request_body(call, False), call.api_key)
         reply = await read_json(self.id, response)
         completion = shapes.conforming(self.id, reply, shapes.OpenAICompletion, "chat completion")
-        return ChatReply(reply, usage_of(completion.usage))
+        return ChatReply(reply, usage_of(completion.usage, reply.get("service_tier")))
 
     async def open_chat_stream(self, call: ChatCall) -> OpenAIChatStream:
         response = await self.send_json("/chat/completions", request_body(call, True), call.api_key)
@@ -261,7 +270,7 @@ class OpenAIProvider:
         response = await self.send_json("/completions", request_body(call, False), call.api_key)
         reply = await read_json(self.id, response)
         completion = shapes.conforming(self.id, reply, shapes.OpenAITextCompletion, "text completion")
-        return ChatReply(reply, usage_of(completion.usage))
+        return ChatReply(reply, usage_of(completion.usage, reply.get("service_tier")))
 
     async def open_completion_stream(self, call: ChatCall) -> OpenAITextStream:
         response = await self.send_json("/completions", request_body(call, True), call.api_key)

@@ -41,7 +41,7 @@ def response_reply(body: object) -> ChatReply:
     except msgspec.ValidationError as exc:
         raise UpstreamError(502, f"openai sent a response that is not one: {exc}") from None
     assert isinstance(body, dict)  # a converted OpenAIResponse was an object
-    return ChatReply(body, responses_usage(response.usage))
+    return ChatReply(body, responses_usage(response.usage, body.get("service_tier")))
 
 
 class OpenAIResponseStream(UpstreamEventStream[ResponseEvent]):

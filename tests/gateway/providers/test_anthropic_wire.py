@@ -13,6 +13,7 @@ from gateway.providers.anthropic import wire
 from gateway.accounts.redaction import forms_of, redact
 
 PNG = "iVBORw0KGgo="
+NO_CACHE_WRITES = {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0}  # usage.cache_creation
 WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather of a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
@@ -162,6 +163,7 @@ def test_a_message_with_text_and_tool_use_becomes_a_completion():
             "role": "assistant", "content": "Let me check.",
             "tool_calls": [{"id": "toolu_1", "type": "function",
                             "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]}}],
+        "service_tier": "default",  # none reported: the standard tier, by OpenAI's name
         "usage": {"prompt_tokens": 35, "completion_tokens": 7, "total_tokens": 42,
                   "prompt_tokens_details": {"cached_tokens": 20}},
     }
@@ -354,7 +356,7 @@ def test_an_openai_completion_becomes_an_anthropic_message():
                     {"type": "tool_use", "id": "call_2", "name": "g", "input": {"_raw": "not json"}}],
         "stop_reason": "tool_use", "stop_sequence": None,
         "usage": {"input_tokens": 20, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 10,
-                  "output_tokens": 8}}
+                  "cache_creation": NO_CACHE_WRITES, "output_tokens": 8, "service_tier": "standard"}}
 
 
 def test_openai_chunks_become_the_anthropic_event_sequence():
@@ -383,7 +385,8 @@ def test_openai_chunks_become_the_anthropic_event_sequence():
     assert [e.data["index"] for e in events[6:9]] == [1, 1, 1]
     assert events[-2].data == {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
                                "usage": {"input_tokens": 12, "cache_creation_input_tokens": 0,
-                                         "cache_read_input_tokens": 0, "output_tokens": 5}}
+                                         "cache_read_input_tokens": 0, "cache_creation": NO_CACHE_WRITES,
+                                         "output_tokens": 5, "service_tier": "standard"}}
     assert events[-2].usage == Usage(12, 5) and sum(e.tokens for e in events) == 4
 
 
