@@ -103,7 +103,14 @@ class Gateway:
 @pytest.fixture
 def make_gateway(aiohttp_server, aiohttp_client):
     async def start(config: Config, **options) -> Gateway:
-        server = await aiohttp_server(create_app(config, **options))
+        app = create_app(config, **options)
+        try:
+            server = await aiohttp_server(app)
+        except BaseException:
+            # A failed start-up closes what it opened, as `gateway serve` does (its GuardedAppRunner);
+            # aiohttp's test server does not, and an open ledger's thread would outlive the test.
+            await app.cleanup()
+            raise
         return Gateway(server, await aiohttp_client(server))
     return start
 
