@@ -190,12 +190,23 @@ class ProviderConfig(Section, frozen=True):
     client_id: str = ""
     client_secret: str = ""
     authority_host: str = ""  # azure: empty, https://login.microsoftonline.com
+    # Batches go to the provider's own batch API (the openai protocol's Files + Batches, the
+    # anthropic protocol's Message Batches); None: `batch_api` says the default.
+    batch_api: bool | None = None
 
     def __post_init__(self) -> None:
         if self.region and not REGION.fullmatch(self.region):
             raise ValueError(f"region {self.region!r} must be lower-case letters, digits and '-'")
         if not self.base_url and self.protocol not in ("bedrock", "vertex", "azure"):
             raise ValueError(f"a {self.protocol} provider needs a base_url")
+
+
+def batch_api(provider_id: str, config: ProviderConfig) -> bool:
+    """Whether a provider's batches run on its own batch API: as configured, else true for the
+    shipped `openai` provider and any provider of the anthropic protocol."""
+    if config.batch_api is not None:
+        return config.batch_api and config.protocol in ("openai", "anthropic")
+    return config.protocol == "anthropic" or (provider_id == "openai" and config.protocol == "openai")
 
 
 def _shipped_providers() -> dict[str, ProviderConfig]:
@@ -234,6 +245,15 @@ class RoutingConfig(Section, frozen=True):
     cooldown_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0  # how long an open circuit skips its provider
 
 
+class BatchesConfig(Section, frozen=True):
+    """Batches (gateway.batches): lines a gateway-run batch has in flight at once, how often a
+    native batch's upstream is asked how it stands, and how long uploaded and produced files last."""
+
+    concurrency: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 8
+    poll_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    file_retention_days: Annotated[int, msgspec.Meta(ge=1, le=3650)] = 30
+
+
 class CatalogueConfig(Section, frozen=True):
     path: str = ""  # empty: the catalogue shipped with the gateway
     # A changed catalogue without a stated instant takes effect this long after it is published
@@ -257,6 +277,7 @@ class Config(Section, frozen=True):
     catalogue: CatalogueConfig = CatalogueConfig()
     webhooks: WebhooksConfig = WebhooksConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
+    batches: BatchesConfig = BatchesConfig()
 
     def __post_init__(self) -> None:
         for name in self.providers:

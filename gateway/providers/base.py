@@ -185,3 +185,31 @@ class TranscriptionReply(msgspec.Struct, frozen=True):
     body: dict  # OpenAI's JSON transcription (json or verbose_json)
     seconds: Decimal | None = None  # audio duration, when the provider bills by the minute
     usage: Usage | None = None  # tokens, when the provider bills by tokens
+
+
+class BatchLine(msgspec.Struct, frozen=True):
+    """One line of a batch on its way to a provider's own batch API (gateway.batches)."""
+
+    custom_id: str  # what the provider is to echo back with its result (the gateway's, not the client's)
+    upstream_model: str
+    body: dict  # in the shape of the batch's gateway route (BatchProvider.batchable), model not yet replaced
+
+
+class BatchResult(msgspec.Struct, frozen=True, kw_only=True):
+    """One line's result, read back from a provider's batch: its answer in the shape of the batch's
+    gateway route with the usage it reports (`reply`, read as the single route reads one), or why
+    it has none (`status` the provider's HTTP status for an error, 0 when it was never run)."""
+
+    custom_id: str
+    reply: ChatReply | None = None
+    status: int = 200
+    outcome: str = "succeeded"  # "succeeded", "errored", "canceled" or "expired"
+    message: str = ""  # the provider's error message, for a line without a reply
+
+
+class UpstreamBatch(msgspec.Struct, frozen=True):
+    """How a provider's batch stands: `ended` once its results can be read (all of them)."""
+
+    id: str
+    ended: bool
+    status: str  # the provider's own word for it

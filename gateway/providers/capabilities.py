@@ -11,8 +11,8 @@ import aiohttp
 import msgspec
 
 from gateway.providers.base import (
-    Allowance, AudioStream, ChatCall, ChatReply, ChatStream, EmbeddingCall, EmbeddingReply, MessageEvent, MusicCall,
-    MusicReply, ResponseEvent, SpeechCall, TranscriptionCall, TranscriptionReply,
+    Allowance, AudioStream, BatchLine, BatchResult, ChatCall, ChatReply, ChatStream, EmbeddingCall, EmbeddingReply, MessageEvent, MusicCall,
+    MusicReply, ResponseEvent, SpeechCall, TranscriptionCall, TranscriptionReply, UpstreamBatch,
 )
 
 
@@ -135,6 +135,35 @@ class MusicProvider(Protocol):
         """Exactly one upstream call, no retries. Raises SafetyBlocked or UpstreamError."""
 
 
+class BatchProvider(Protocol):
+    """A provider's own batch API (the openai protocol's Files + Batches, the anthropic protocol's
+    Message Batches): lines sent in one upstream batch, polled, their results read back. Every
+    call raises UpstreamError when the provider fails; none holds a whole batch in memory."""
+
+    def batchable(self, route: str) -> bool:
+        """Whether lines shaped for gateway `route` (/v1/chat/completions, /v1/embeddings,
+        /v1/responses, /v1/completions, /v1/messages) can go to this provider's batch API."""
+
+    async def submit(self, lines: AsyncIterator[BatchLine], *, route: str, batch_id: str, api_key: str = "") -> str:
+        """Create one upstream batch of `lines` (each translated as the single route would send
+        it), marked with the gateway's `batch_id` where the provider keeps marks; its upstream id."""
+
+    async def find(self, batch_id: str, *, since_us: int, lines: int, taken: frozenset[str],
+                   api_key: str = "") -> str | None:
+        """The upstream batch `submit` created for `batch_id` at or after `since_us` (UTC
+        microseconds) with `lines` lines and not among `taken`, or None: after a crash, so a
+        batch is found again rather than created twice."""
+
+    async def poll(self, upstream_id: str, api_key: str = "") -> UpstreamBatch:
+        """How the upstream batch stands."""
+
+    def results(self, upstream_id: str, *, route: str, api_key: str = "") -> AsyncIterator[BatchResult]:
+        """Every line's result of an ended batch, read as it arrives, translated to `route`'s shape."""
+
+    async def cancel(self, upstream_id: str, api_key: str = "") -> None:
+        """Ask the provider to stop the batch (it ends later, its finished lines kept)."""
+
+
 class Offer(msgspec.Struct, frozen=True, kw_only=True):
     """What one configured provider serves: its adapter under each capability its protocol has
     (None: not that one). Each provider folder's `offer` says it; `Providers` gathers them."""
@@ -149,6 +178,7 @@ class Offer(msgspec.Struct, frozen=True, kw_only=True):
     transcription: TranscriptionProvider | None = None
     realtime: RealtimeProvider | None = None
     music: MusicProvider | None = None
+    batch: BatchProvider | None = None  # only where the provider's batch_api is on (gateway.config.batch_api)
 
 
 class Providers(msgspec.Struct, frozen=True, kw_only=True):
@@ -166,6 +196,7 @@ class Providers(msgspec.Struct, frozen=True, kw_only=True):
     transcription: Mapping[str, TranscriptionProvider]
     realtime: Mapping[str, RealtimeProvider]
     music: Mapping[str, MusicProvider]
+    batch: Mapping[str, BatchProvider]
 
     @classmethod
     def gathered(cls, offers: Mapping[str, Offer]) -> Providers:
