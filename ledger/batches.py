@@ -50,6 +50,7 @@ FOLDED: dict[str, Fold] = {
     p.ADD_DAILY_USAGE: _adding(p.ADD_DAILY_USAGE, slice(0, 5)), p.TOUCH_KEY: Fold(slice(1, 3), max),
     p.ADD_KEY_HELD: _adding(p.ADD_KEY_HELD, slice(1, 3)), p.ADD_KEY_SPEND: _adding(p.ADD_KEY_SPEND, slice(0, 3)),
     p.ADD_CHARGES: _adding(p.ADD_CHARGES, slice(0, 5)), p.ADD_BALANCE: _adding(p.ADD_BALANCE, slice(0, 2)),
+    p.ADD_BATCH_LINE: _adding(p.ADD_BATCH_LINE, slice(5, 7)),
 }
 # Folded statements whose columns no statement reads: a replay may write them at any later point.
 DEFERRABLE = frozenset({p.ADD_SPEND, p.ADD_HELD, p.ADD_CREDITS, p.ADD_KEY_HELD, p.TOUCH_KEY,

@@ -128,6 +128,9 @@ class RequestCompleted(Event, frozen=True, tag="request_completed"):
     # (charged nothing): None on requests recorded before costs could be recomputed from events.
     priced: Priced | None = None
     byok: bool = False
+    # A line of a batch (BatchCreated): the batch and the line's custom_id, each line recorded once.
+    batch_id: str = ""
+    custom_id: str = ""
 
     @property
     def drawn_inr_nano(self) -> int:
@@ -340,6 +343,83 @@ class LedgerVerified(Event, frozen=True, tag="ledger_verified"):
     signature: str = ""
 
 
+class FileStored(Event, frozen=True, tag="file_stored"):
+    """A file kept for the org (gateway.batches.files): uploaded (`purpose` "batch"), or a batch's
+    output or errors ("batch_output"). Its bytes are in object storage (`storage` "s3") or on disk
+    beside the ledger ("local"), under `object_key`, until `expires_at_us`."""
+
+    file_id: str
+    purpose: str
+    filename: str
+    bytes: int
+    sha256: str
+    object_key: str
+    storage: Literal["s3", "local"]
+    expires_at_us: int
+    lines: int = 0  # JSONL lines, for a batch input
+    key_id: str = ""
+
+
+class FileDeleted(Event, frozen=True, tag="file_deleted"):
+    """A file's bytes were deleted (by its org, or by the sweeper once it `expired`); recorded
+    after the delete succeeded, at most once a file (the ledger refuses a second)."""
+
+    file_id: str
+    expired: bool = False
+
+
+class BatchLineError(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """Why a batch failed validation: its input's `line` (1-based; 0: the batch as a whole)."""
+
+    code: str
+    message: str
+    line: int = 0
+    param: str = ""
+
+
+class BatchCreated(Event, frozen=True, tag="batch_created"):
+    """A batch of `lines` requests to `endpoint` for `model`, by key `key_id`, its worst case held
+    by `hold_id` in the same unit (none when it failed validation: a BatchEnded follows in the
+    unit). `native`: sent to the provider's own batch API, else run by the gateway, line by line.
+    `api`: the shape it was asked in ("openai" /v1/batches, "anthropic" /v1/messages/batches)."""
+
+    batch_id: str
+    key_id: str
+    api: Literal["openai", "anthropic"]
+    endpoint: str
+    model: str
+    provider: str
+    native: bool
+    input_file_id: str
+    lines: int
+    hold_id: str
+    completion_window: str
+    expires_at_us: int
+    metadata: dict[str, str] = {}
+
+
+class BatchSubmitted(Event, frozen=True, tag="batch_submitted"):
+    """A native batch's upstream batch: created (or found again after a crash) at its provider."""
+
+    batch_id: str
+    upstream_id: str
+
+
+class BatchCancelRequested(Event, frozen=True, tag="batch_cancel_requested"):
+    batch_id: str
+
+
+class BatchEnded(Event, frozen=True, tag="batch_ended"):
+    """The batch is over: every line it ran is recorded (a RequestCompleted each), what remains of
+    its hold is released in the same unit, its output and error files stored before."""
+
+    batch_id: str
+    status: Literal["completed", "failed", "expired", "cancelled"]
+    output_file_id: str = ""
+    error_file_id: str = ""
+    errors: tuple[BatchLineError, ...] = ()
+
+
 class PriceSwitch(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """From `effective_from_us` (UTC microseconds), the prices of `version` are in force."""
 
@@ -362,7 +442,8 @@ AnyEvent = (OrgCreated | ApiKeyCreated | ApiKeyRevoked | CreditsAdded | Retentio
             | ProviderKeySet | ProviderKeyRemoved | KeyLimitsSet | IdempotencyKeyClaimed
             | IdempotencyKeyReleased | KeySpendLimitsSet | HoldsRenewed | LedgerVerified | WebhookSet
             | WebhookRemoved | WebhookTestRequested | WebhookAttempted | WebhookPassed | WebhookDisabled
-            | CatalogueSwitched)
+            | CatalogueSwitched | FileStored | FileDeleted | BatchCreated | BatchSubmitted | BatchCancelRequested
+            | BatchEnded)
 
 # A hold recorded before holds had leases (CreditsHeld.lease_us 0) lapses this long after it was made.
 LEGACY_LEASE_US = 60_000_000

@@ -6,8 +6,11 @@ Both backends run exactly these statements, inside the transaction that records 
 
 from typing import NamedTuple
 
+import msgspec
+
 from ledger.events import (
-    LEGACY_LEASE_US, ApiKeyCreated, ApiKeyRevoked, CreditsAdded, CreditsHeld, HoldReleased, HoldsRenewed,
+    LEGACY_LEASE_US, ApiKeyCreated, BatchCancelRequested, BatchCreated, BatchEnded, BatchSubmitted, FileDeleted,
+    FileStored, ApiKeyRevoked, CreditsAdded, CreditsHeld, HoldReleased, HoldsRenewed,
     IdempotencyKeyClaimed,
     IdempotencyKeyReleased, KeyLimitsSet, KeySpendLimitsSet, MediaExpired, MusicTrackRecorded, OrgCreated,
     ProviderKeyRemoved,
@@ -49,6 +52,9 @@ TABLES: dict[str, str] = {
     "balance_daily": "org_id, day",
     "webhooks": "webhook_id",
     "webhook_deliveries": "position",
+    "files": "file_id",
+    "files_deleted": "file_id",
+    "batches": "batch_id",
 }
 
 # What an org may still reserve: the credit not yet spent nor held.
@@ -176,8 +182,32 @@ ADD_BALANCE = (
 INSERT_REQUEST = (
     "INSERT INTO request_log (request_id, org_id, position, key_id, created_at_us, route, model,"
     " provider, status, stream, prompt_tokens, completion_tokens, cost_usd_nano, cost_inr_nano,"
-    " charged_inr_nano, usd_to_inr, latency_ms, error, content_id, anomaly, price_version, price_tier)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+    " charged_inr_nano, usd_to_inr, latency_ms, error, content_id, anomaly, price_version, price_tier,"
+    " batch_id, custom_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+INSERT_FILE = (
+    "INSERT INTO files (file_id, org_id, position, created_at_us, purpose, filename, bytes, lines, sha256,"
+    " object_key, storage, expires_at_us, key_id, deleted_at_us, expired) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+    " ?, ?, NULL, 0)")
+# The primary key of files_deleted makes a second FileDeleted of a file break its unit.
+INSERT_FILE_DELETED = ("INSERT INTO files_deleted (file_id, org_id, position, expired, deleted_at_us)"
+                       " VALUES (?, ?, ?, ?, ?)")
+MARK_FILE_DELETED = "UPDATE files SET deleted_at_us = ?, expired = ? WHERE file_id = ? AND org_id = ?"
+INSERT_BATCH = (
+    "INSERT INTO batches (batch_id, org_id, position, key_id, api, endpoint, model, provider, native,"
+    " input_file_id, lines, hold_id, completion_window, metadata, created_at_us, expires_at_us, upstream_id,"
+    " cancel_requested_at_us, status, ended_at_us, output_file_id, error_file_id, errors, succeeded, failed,"
+    " charged_inr_nano, prompt_tokens, completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+    " '', NULL, '', NULL, '', '', '', 0, 0, 0, 0, 0)")
+# A batch's changes touch columns of their own, so any order of them in a batch comes out the same
+# (the status of a running batch is read from cancel_requested_at_us: ledger.batch_queries).
+SET_UPSTREAM = "UPDATE batches SET upstream_id = ? WHERE batch_id = ? AND org_id = ?"
+REQUEST_CANCEL = ("UPDATE batches SET cancel_requested_at_us = ? WHERE batch_id = ? AND org_id = ?"
+                  " AND cancel_requested_at_us IS NULL")
+END_BATCH = ("UPDATE batches SET status = ?, ended_at_us = ?, output_file_id = ?, error_file_id = ?, errors = ?"
+             " WHERE batch_id = ? AND org_id = ?")
+ADD_BATCH_LINE = (
+    "UPDATE batches SET succeeded = succeeded + ?, failed = failed + ?, charged_inr_nano = charged_inr_nano + ?,"
+    " prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ? WHERE batch_id = ? AND org_id = ?")
 
 
 def statements(recorded: Recorded) -> list[Statement]:
@@ -230,9 +260,41 @@ def statements(recorded: Recorded) -> list[Statement]:
             return [Statement(LOG, INSERT_EXPIRED, (request_id, org, recorded.position, key, at)),
                     Statement(MARK, MARK_EXPIRED, (at, request_id, org))]
         # One phase for every webhook change (ledger.webhooks), so a batch keeps their order.
+        case FileStored() | FileDeleted() | BatchCreated() | BatchSubmitted() | BatchCancelRequested() | BatchEnded():
+            return _batch_statements(recorded)
         case WebhookSet() | WebhookRemoved() | WebhookAttempted() | WebhookPassed() | WebhookDisabled():
             return [Statement(LOG, sql, params) for sql, params in webhooks.changes(recorded)]
     return []
+
+
+def _batch_statements(recorded: Recorded) -> list[Statement]:
+    """What files and batches change (ledger.events.FileStored .. BatchEnded)."""
+    org, at, position = recorded.stream_id, recorded.recorded_at_us, recorded.position
+    match recorded.event:
+        case FileStored() as e:
+            return [Statement(LOG, INSERT_FILE, (e.file_id, org, position, at, e.purpose, e.filename, e.bytes,
+                                                 e.lines, e.sha256, e.object_key, e.storage, e.expires_at_us,
+                                                 e.key_id))]
+        case FileDeleted(file_id=file_id, expired=expired):
+            return [Statement(LOG, INSERT_FILE_DELETED, (file_id, org, position, int(expired), at)),
+                    Statement(MARK, MARK_FILE_DELETED, (at, int(expired), file_id, org))]
+        case BatchCreated() as e:
+            return [Statement(CREATE, INSERT_BATCH, (
+                e.batch_id, org, position, e.key_id, e.api, e.endpoint, e.model, e.provider, int(e.native),
+                e.input_file_id, e.lines, e.hold_id, e.completion_window, _json(e.metadata), at, e.expires_at_us))]
+        case BatchSubmitted(batch_id=batch_id, upstream_id=upstream_id):
+            return [Statement(MARK, SET_UPSTREAM, (upstream_id, batch_id, org))]
+        case BatchCancelRequested(batch_id=batch_id):
+            return [Statement(MARK, REQUEST_CANCEL, (at, batch_id, org))]
+        case BatchEnded() as e:
+            errors = _json([msgspec.to_builtins(error) for error in e.errors]) if e.errors else ""
+            return [Statement(MARK, END_BATCH, (e.status, at, e.output_file_id, e.error_file_id, errors,
+                                                e.batch_id, org))]
+    return []
+
+
+def _json(value: object) -> str:
+    return msgspec.json.encode(value).decode()
 
 
 def _held(org: str, hold_id: str, key_id: str, amount: int, at: int) -> list[Statement]:
@@ -255,6 +317,10 @@ def _request_statements(recorded: Recorded, e: RequestCompleted) -> list[Stateme
         done.append(Statement(ROLLUP, ADD_KEY_SPEND, (org, e.key_id, day, e.charged_inr_nano)))
     if drawn:  # the org's part of the draws below, as ADD_SPEND's
         done.append(Statement(ROLLUP, ADD_BALANCE, (org, day, 0, -drawn, -e.drawn_from_slices_inr_nano)))
+    if e.batch_id:
+        ok = e.status < 400
+        done.append(Statement(MARK, ADD_BATCH_LINE, (int(ok), int(not ok), e.charged_inr_nano, e.prompt_tokens,
+                                                     e.completion_tokens, e.batch_id, org)))
     for draw in e.draws:  # the org's part is in ADD_SPEND
         done.append(Statement(UPDATE, TAKE_HOLD, (draw.amount_inr_nano, draw.hold_id)))
         if draw.key_id:
@@ -278,7 +344,7 @@ def _request_row(recorded: Recorded, e: RequestCompleted) -> tuple:
             e.route, e.model, e.provider, e.status, int(e.stream), e.prompt_tokens,
             e.completion_tokens, e.cost_usd_nano, e.cost_inr_nano, e.charged_inr_nano,
             e.usd_to_inr, e.latency_ms, e.error, e.content_id, e.anomaly,
-            *((e.priced.version, e.priced.tier) if e.priced else ("", "")))
+            *((e.priced.version, e.priced.tier) if e.priced else ("", "")), e.batch_id, e.custom_id)
 
 
 def _usage_row(recorded: Recorded, e: RequestCompleted) -> tuple:

@@ -27,7 +27,7 @@ _request_amounts = operator.attrgetter(*REQUEST_AMOUNTS)
 GENESIS_HASH = bytes(32)
 # The version of the stored schema this code needs. Bump it with every schema change; a
 # migrating open (`gateway ledger migrate`, or any command on first use) brings a store up to it.
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 SCHEMA_VERSIONS = "CREATE TABLE IF NOT EXISTS ledger_schema (version INTEGER NOT NULL, applied_at_us BIGINT NOT NULL)"
 CURRENT_VERSION = "SELECT COALESCE(MAX(version), 0) FROM ledger_schema"
 

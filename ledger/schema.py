@@ -33,7 +33,8 @@ TABLES: dict[str, tuple[str, ...]] = {
                     "cost_inr_nano INTEGER NOT NULL", "charged_inr_nano INTEGER NOT NULL",
                     "usd_to_inr TEXT NOT NULL", "latency_ms INTEGER NOT NULL", "error TEXT NOT NULL",
                     "content_id TEXT NOT NULL", "anomaly TEXT NOT NULL DEFAULT ''",
-                    "price_version TEXT NOT NULL DEFAULT ''", "price_tier TEXT NOT NULL DEFAULT ''"),
+                    "price_version TEXT NOT NULL DEFAULT ''", "price_tier TEXT NOT NULL DEFAULT ''",
+                    "batch_id TEXT NOT NULL DEFAULT ''", "custom_id TEXT NOT NULL DEFAULT ''"),
     "music_tracks": ("request_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "position INTEGER NOT NULL",
                      "created_at_us INTEGER NOT NULL", "model TEXT NOT NULL", "provider TEXT NOT NULL",
                      "storage TEXT NOT NULL", "error INTEGER NOT NULL", "object_key TEXT NOT NULL",
@@ -84,6 +85,25 @@ TABLES: dict[str, tuple[str, ...]] = {
                            "message_id TEXT NOT NULL", "alert TEXT NOT NULL", "attempt INTEGER NOT NULL",
                            "status INTEGER NOT NULL", "delivered INTEGER NOT NULL", "error TEXT NOT NULL",
                            "latency_ms INTEGER NOT NULL", "at_us INTEGER NOT NULL"),
+    # The org's files (ledger.events.FileStored) and those deleted, once each (FileDeleted).
+    "files": ("file_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "position INTEGER NOT NULL",
+              "created_at_us INTEGER NOT NULL", "purpose TEXT NOT NULL", "filename TEXT NOT NULL",
+              "bytes INTEGER NOT NULL", "lines INTEGER NOT NULL", "sha256 TEXT NOT NULL", "object_key TEXT NOT NULL",
+              "storage TEXT NOT NULL", "expires_at_us INTEGER NOT NULL", "key_id TEXT NOT NULL",
+              "deleted_at_us INTEGER", "expired INTEGER NOT NULL DEFAULT 0"),
+    "files_deleted": ("file_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "position INTEGER NOT NULL",
+                      "expired INTEGER NOT NULL", "deleted_at_us INTEGER NOT NULL"),
+    # Each batch (ledger.events.BatchCreated ..), its lines' outcomes summed as they are recorded.
+    "batches": ("batch_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "position INTEGER NOT NULL",
+                "key_id TEXT NOT NULL", "api TEXT NOT NULL", "endpoint TEXT NOT NULL", "model TEXT NOT NULL",
+                "provider TEXT NOT NULL", "native INTEGER NOT NULL", "input_file_id TEXT NOT NULL",
+                "lines INTEGER NOT NULL", "hold_id TEXT NOT NULL", "completion_window TEXT NOT NULL",
+                "metadata TEXT NOT NULL", "created_at_us INTEGER NOT NULL", "expires_at_us INTEGER NOT NULL",
+                "upstream_id TEXT NOT NULL", "cancel_requested_at_us INTEGER", "status TEXT NOT NULL",
+                "ended_at_us INTEGER", "output_file_id TEXT NOT NULL", "error_file_id TEXT NOT NULL",
+                "errors TEXT NOT NULL", "succeeded INTEGER NOT NULL", "failed INTEGER NOT NULL",
+                "charged_inr_nano INTEGER NOT NULL", "prompt_tokens INTEGER NOT NULL",
+                "completion_tokens INTEGER NOT NULL"),
 }
 
 # A music track whose audio is in the bucket and has not been swept: what the partial index
@@ -106,7 +126,16 @@ INDEXES: dict[str, tuple[str, str, str]] = {
     # proportion to what it has to do, not to the size of history.
     "music_tracks_hosted": ("music_tracks", "created_at_us", HOSTED),
     "content_kept": ("content", "created_at_us", "body IS NOT NULL"),
+    # What a batch's runner reads back (its lines recorded), and the sweeper (files due).
+    "request_log_by_batch": ("request_log", "batch_id, custom_id", "batch_id <> ''"),
+    "files_kept": ("files", "expires_at_us", "deleted_at_us IS NULL"),
+    "files_by_org": ("files", "org_id, position", ""),
+    "batches_by_org": ("batches", "org_id, position", ""),
+    "batches_running": ("batches", "created_at_us", "ended_at_us IS NULL"),
 }
+
+# Indexes that also refuse a second row: a batch's line (its custom_id) is recorded once.
+UNIQUE = frozenset({"request_log_by_batch"})
 
 _POSTGRES_TYPES = {"INTEGER": "BIGINT", "BLOB": "BYTEA"}
 
@@ -131,7 +160,8 @@ def create_tables(*, postgres: bool) -> str:
 def create_indexes(*, partial: bool, tables: Sequence[str] | None = None) -> str:
     """CREATE INDEX IF NOT EXISTS for the plain indexes, or for the partial ones (of `tables`)."""
     return "".join(
-        f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({columns})" + (f" WHERE {where};\n" if where else ";\n")
+        f"CREATE {'UNIQUE ' if name in UNIQUE else ''}INDEX IF NOT EXISTS {name} ON {table} ({columns})"
+        + (f" WHERE {where};\n" if where else ";\n")
         for name, (table, columns, where) in INDEXES.items()
         if bool(where) == partial and (tables is None or table in tables))
 

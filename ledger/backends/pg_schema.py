@@ -31,6 +31,8 @@ ALTER TABLE request_log ADD COLUMN IF NOT EXISTS anomaly TEXT NOT NULL DEFAULT '
 ALTER TABLE balance_daily ADD COLUMN IF NOT EXISTS escrow_inr_nano BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE request_log ADD COLUMN IF NOT EXISTS price_version TEXT NOT NULL DEFAULT '';
 ALTER TABLE request_log ADD COLUMN IF NOT EXISTS price_tier TEXT NOT NULL DEFAULT '';
+ALTER TABLE request_log ADD COLUMN IF NOT EXISTS batch_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE request_log ADD COLUMN IF NOT EXISTS custom_id TEXT NOT NULL DEFAULT '';
 """ + schema.create_indexes(partial=False) + schema.create_indexes(partial=True)
 
 # The sum of a request_completed event's draws (ledger.backfills.BACKFILL_V9); NULL without any.

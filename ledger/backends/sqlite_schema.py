@@ -86,6 +86,9 @@ async def _upgrade(db: aiosqlite.Connection, found: int) -> None:
     for column in ("price_version", "price_tier"):  # v12; no older event names either
         if not await _has_column(db, "request_log", column):
             await db.execute(f"ALTER TABLE request_log ADD COLUMN {column} TEXT NOT NULL DEFAULT ''")
+    for column in ("batch_id", "custom_id"):  # v13; no older event names either
+        if not await _has_column(db, "request_log", column):
+            await db.execute(f"ALTER TABLE request_log ADD COLUMN {column} TEXT NOT NULL DEFAULT ''")
     for statement in backfills.due(found, _json_field, DRAWN, SLICED):
         await db.execute(statement)
 

@@ -163,7 +163,7 @@ async def test_replay_fixes_a_projection_tamper_and_verify_then_passes(ledger, t
                  "INSERT INTO request_log SELECT 'forged', org_id, position, key_id, created_at_us, route,"
                  " model, provider, status, stream, prompt_tokens, completion_tokens, cost_usd_nano,"
                  " cost_inr_nano, charged_inr_nano, usd_to_inr, latency_ms, error, content_id, anomaly,"
-                 " price_version, price_tier"
+                 " price_version, price_tier, batch_id, custom_id"
                  " FROM request_log WHERE request_id = 'r1'")
     assert await projection_tables(ledger) != before
     assert await audit.replay(ledger) == POPULATED
