@@ -44,7 +44,7 @@ from simulator.behaviour import abandoned, delay_headers, pace
 from simulator.connection import drop_connection, wait_until_gone
 from simulator.plan import Plan, generation_time, make_plan
 from simulator.recording import RECORD_KEY, Outcome
-from simulator.settings import SETTINGS_KEY
+from simulator.settings import SETTINGS_KEY, Settings
 from simulator.textgen import iter_tokens
 
 MESSAGES_PATH = "/v1/messages"
@@ -189,6 +189,23 @@ async def answer(request: web.Request, body: Any) -> web.StreamResponse:
     return await _respond_json(request, reply, plan, found.error_after)
 
 
+def json_answer(settings: Settings, body: Any, tier: str = "standard") -> tuple[int, dict[str, Any]]:
+    """The status and JSON body that answer `body` unstreamed, without the timing directives (they
+    belong to a connection): how a batch request is answered, `tier` the service tier it reports
+    unless ``[sim:served_tier=NAME]`` says otherwise."""
+    try:
+        parsed, found = parse(body)
+        tool = choose_tool(parsed, found)
+    except wire.BadRequest as exc:
+        return 400, wire.error_body(400, str(exc))
+    plan = make_plan(settings, found, parsed.max_tokens)
+    if plan.status is not None:
+        return plan.status, wire.error_body(plan.status, f"simulated error {plan.status}")
+    if found.error_after is not None:
+        return OVERLOADED, wire.error_body(OVERLOADED, "Overloaded")
+    return 200, compose(parsed, found, plan, tool, tier).body()
+
+
 def parse(body: Any) -> tuple[wire.MessagesRequest, AnthropicDirectives]:
     """The request and its directives; raises BadRequest."""
     parsed = wire.parse_messages_request(body)
@@ -216,8 +233,8 @@ def choose_tool(parsed: wire.MessagesRequest, found: AnthropicDirectives) -> wir
 
 
 def compose(parsed: wire.MessagesRequest, found: AnthropicDirectives, plan: Plan,
-            tool: wire.Tool | None) -> Reply:
-    """The answer to `parsed` under `plan`."""
+            tool: wire.Tool | None, tier: str = "standard") -> Reply:
+    """The answer to `parsed` under `plan`, reporting service tier `tier` unless a directive names another."""
     texts, stop = cut_at_stop(list(iter_tokens(plan.tokens)), parsed.stop_sequences or [])
     stop_reason = _stop_reason(stop, plan.truncated, found.refusal, tool is not None)
     call = None
@@ -229,7 +246,7 @@ def compose(parsed: wire.MessagesRequest, found: AnthropicDirectives, plan: Plan
     cache_write = min(found.cache_write or 0, prompt_tokens - cache_read)
     cache_write_1h = min(found.cache_write_1h or 0, prompt_tokens - cache_read - cache_write)
     return Reply(f"msg_sim_{uuid.uuid4().hex[:24]}", parsed.model, texts, call, stop_reason,
-                 stop, prompt_tokens, cache_read, cache_write, cache_write_1h, found.served_tier or "standard", found)
+                 stop, prompt_tokens, cache_read, cache_write, cache_write_1h, found.served_tier or tier, found)
 
 
 def _stop_reason(stop: str | None, truncated: bool, refusal: bool, tool: bool) -> str:

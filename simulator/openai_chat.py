@@ -29,7 +29,9 @@ from simulator.openai_wire import (
     ChatRequest,
     ChunkEncoder,
     OpenAIDirectives,
+    JsonAnswer,
     completion_body,
+    error_body,
     error_response,
     json_response,
     message_texts,
@@ -39,7 +41,7 @@ from simulator.openai_wire import (
 from simulator.media_billing import openai_media_tokens
 from simulator.plan import Plan, generation_time, make_plan
 from simulator.recording import RECORD_KEY, Outcome
-from simulator.settings import SETTINGS_KEY
+from simulator.settings import SETTINGS_KEY, Settings
 from simulator.textgen import completion_text, count_prompt_tokens, iter_chunks
 
 CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
@@ -104,12 +106,31 @@ async def answer(request: web.Request, body: Any, encoder: type[ChunkEncoder] = 
         return abandoned(request, "disconnected")
     if plan.status is not None:
         return simulated_error(plan.status)
-    media = openai_media_tokens(chat.model, body.get("messages") or [])
-    reply = Reply(_completion_id(), int(time.time()), chat.model, count_prompt_tokens(texts) + media, plan,
-                  directives.cache_read or 0, directives, served_tier(chat.service_tier, directives))
+    reply = make_reply(body, chat, texts, directives, plan)
     if chat.stream:
         return await _stream(request, reply, chat.include_usage, encoder)
     return await _respond_json(request, reply)
+
+
+def json_answer(settings: Settings, body: Any) -> JsonAnswer:
+    """The status and JSON body that answer `body` unstreamed, without the timing directives (latency,
+    pacing, hang, drop belong to a connection): how a batch line is answered."""
+    try:
+        chat, texts, directives = parse_chat_request(body)
+    except BadRequest as exc:
+        return 400, error_body(400, str(exc))
+    plan = make_plan(settings, directives, chat.token_limit)
+    if plan.status is not None:
+        return plan.status, simulated_error_body(plan.status)
+    return 200, make_reply(body, chat, texts, directives, plan).body(completion_text(plan.tokens))
+
+
+def make_reply(body: dict[str, Any], chat: ChatRequest, texts: list[list[str]], directives: OpenAIDirectives,
+               plan: Plan) -> Reply:
+    """The completion that answers the parsed request `body` under `plan`."""
+    media = openai_media_tokens(chat.model, body.get("messages") or [])
+    return Reply(_completion_id(), int(time.time()), chat.model, count_prompt_tokens(texts) + media, plan,
+                 directives.cache_read or 0, directives, served_tier(chat.service_tier, directives))
 
 
 def parse_chat_request(body: Any) -> tuple[ChatRequest, list[list[str]], OpenAIDirectives]:
@@ -131,6 +152,11 @@ def simulated_error(status: int) -> web.Response:
     """The error a ``[sim:status=CODE]`` directive asks for (429 adds ``Retry-After: 1``)."""
     headers = {"Retry-After": "1"} if status == 429 else None
     return error_response(status, f"simulated error {status}", headers=headers)
+
+
+def simulated_error_body(status: int) -> dict[str, Any]:
+    """The JSON body of `simulated_error`."""
+    return error_body(status, f"simulated error {status}")
 
 
 async def _respond_json(request: web.Request, reply: Reply) -> web.StreamResponse:

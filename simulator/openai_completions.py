@@ -26,11 +26,12 @@ from simulator.behaviour import abandoned, delay_headers, pace, stream_cut
 from simulator.connection import drop_connection, wait_until_gone
 from simulator.directives import DirectiveError, Directives, parse_directives
 from simulator.hostile import MALFORMED, spoiled_usage
-from simulator.openai_chat import respond_json, simulated_error
-from simulator.openai_wire import DONE_EVENT, SSE_HEADERS, StreamOptions, error_response, usage_body
+from simulator.openai_chat import respond_json, simulated_error, simulated_error_body
+from simulator.openai_wire import DONE_EVENT, SSE_HEADERS, JsonAnswer, StreamOptions, error_body, error_response, \
+    usage_body
 from simulator.plan import Plan, make_plan
 from simulator.recording import RECORD_KEY, Outcome
-from simulator.settings import SETTINGS_KEY
+from simulator.settings import SETTINGS_KEY, Settings
 from simulator.textgen import completion_text, iter_chunks
 
 COMPLETIONS_PATH = "/v1/completions"
@@ -92,8 +93,7 @@ class Reply(msgspec.Struct, frozen=True):
 async def create_completion(request: web.Request) -> web.StreamResponse:
     """Serve one text completion according to settings and in-prompt directives."""
     try:
-        parsed = msgspec.convert(request[RECORD_KEY].body, CompletionRequest)
-        found = parse_directives(parsed.texts)
+        parsed, found = parse(request[RECORD_KEY].body)
     except (msgspec.ValidationError, DirectiveError) as exc:
         return error_response(400, f"Invalid completion request: {exc}")
     plan = make_plan(request.app[SETTINGS_KEY], found, parsed.max_tokens)
@@ -105,6 +105,25 @@ async def create_completion(request: web.Request) -> web.StreamResponse:
     if parsed.stream:
         return await _stream(request, reply)
     return await respond_json(request, plan, reply.body())
+
+
+def parse(body: Any) -> tuple[CompletionRequest, Directives]:
+    """The request and its directives; raises msgspec.ValidationError or DirectiveError."""
+    parsed = msgspec.convert(body, CompletionRequest)
+    return parsed, parse_directives(parsed.texts)
+
+
+def json_answer(settings: Settings, body: Any) -> JsonAnswer:
+    """The status and JSON body that answer `body` unstreamed, without the timing directives: how a
+    batch line is answered."""
+    try:
+        parsed, found = parse(body)
+    except (msgspec.ValidationError, DirectiveError) as exc:
+        return 400, error_body(400, f"Invalid completion request: {exc}")
+    plan = make_plan(settings, found, parsed.max_tokens)
+    if plan.status is not None:
+        return plan.status, simulated_error_body(plan.status)
+    return 200, Reply(parsed, plan, found).body()
 
 
 async def _stream(request: web.Request, reply: Reply) -> web.StreamResponse:

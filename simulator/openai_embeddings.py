@@ -25,9 +25,10 @@ from aiohttp import web
 from simulator.openai_media import NO_ANSWER_DIRECTIVES, AnswerDirectives, BadRequest, bad_request, convert, \
     json_body, media_directives, media_plan, refusal
 from simulator.hostile import MALFORMED, spoiled_usage
-from simulator.openai_wire import json_response
+from simulator.openai_chat import simulated_error_body
+from simulator.openai_wire import JsonAnswer, error_body, json_response
 from simulator.recording import RECORD_KEY
-from simulator.settings import SETTINGS_KEY
+from simulator.settings import SETTINGS_KEY, Settings
 from simulator.textgen import PER_MESSAGE_OVERHEAD, count_prompt_tokens
 
 EMBEDDINGS_PATH = "/v1/embeddings"
@@ -108,13 +109,30 @@ async def create_embeddings(request: web.Request) -> web.StreamResponse:
 async def answer(request: web.Request, body: Any) -> web.StreamResponse:
     """Answer the embeddings request `body` (decoded JSON) as OpenAI does."""
     try:
-        parsed = convert(json_body(body), EmbeddingRequest)
-        items = inputs_of(parsed.input)
-        directives = media_directives((item for item in items if isinstance(item, str)), NO_ANSWER_DIRECTIVES)
+        parsed, items, directives = parse(body)
     except BadRequest as exc:
         return bad_request(exc)
     refused = await refusal(request, media_plan(request.app[SETTINGS_KEY], directives))
     return refused if refused is not None else json_response(embeddings_body(parsed, items, directives))
+
+
+def parse(body: Any) -> tuple[EmbeddingRequest, list[str | list[int]], AnswerDirectives]:
+    """The request, its separate inputs and its directives; raises BadRequest."""
+    parsed = convert(json_body(body), EmbeddingRequest)
+    items = inputs_of(parsed.input)
+    return parsed, items, media_directives((item for item in items if isinstance(item, str)), NO_ANSWER_DIRECTIVES)
+
+
+def json_answer(settings: Settings, body: Any) -> JsonAnswer:
+    """The status and JSON body that answer `body`, without the timing directives: how a batch line
+    is answered."""
+    try:
+        parsed, items, directives = parse(body)
+    except BadRequest as exc:
+        return 400, error_body(400, str(exc))
+    if directives.status is not None:
+        return directives.status, simulated_error_body(directives.status)
+    return 200, embeddings_body(parsed, items, directives)
 
 
 def add_routes(app: web.Application) -> None:

@@ -28,12 +28,13 @@ from simulator.anthropic_messages import tool_input
 from simulator.behaviour import abandoned, delay_headers, pace, stream_cut
 from simulator.connection import drop_connection, wait_until_gone
 from simulator.directives import DirectiveError, parse_as
-from simulator.openai_chat import respond_json, simulated_error
-from simulator.openai_wire import SSE_HEADERS, OpenAIDirectives, ServiceTier, error_response, served_tier
+from simulator.openai_chat import respond_json, simulated_error, simulated_error_body
+from simulator.openai_wire import SSE_HEADERS, JsonAnswer, OpenAIDirectives, ServiceTier, error_body, error_response, \
+    served_tier
 from simulator.media_billing import openai_media_tokens
 from simulator.plan import Plan, make_plan
 from simulator.recording import RECORD_KEY, Outcome
-from simulator.settings import SETTINGS_KEY
+from simulator.settings import SETTINGS_KEY, Settings
 from simulator.textgen import completion_text, count_prompt_tokens, iter_tokens
 
 RESPONSES_PATH = "/v1/responses"
@@ -159,9 +160,27 @@ async def answer(request: web.Request, body: Any) -> web.StreamResponse:
         return abandoned(request, "disconnected")
     if plan.status is not None:
         return simulated_error(plan.status)
-    media = openai_media_tokens(parsed.model, parsed.input if isinstance(parsed.input, list) else [])
-    answer = Answer(parsed, plan, count_prompt_tokens(texts) + media, directives)
+    answer = make_answer(parsed, texts, directives, plan)
     return await (_stream(request, answer) if parsed.stream else respond_json(request, plan, answer.body()))
+
+
+def json_answer(settings: Settings, body: Any) -> JsonAnswer:
+    """The status and JSON body that answer `body` unstreamed, without the timing directives: how a
+    batch line is answered."""
+    try:
+        parsed, texts, directives = parse(body)
+    except BadRequest as exc:
+        return 400, error_body(400, str(exc))
+    plan = make_plan(settings, directives, parsed.max_output_tokens)
+    if plan.status is not None:
+        return plan.status, simulated_error_body(plan.status)
+    return 200, make_answer(parsed, texts, directives, plan).body()
+
+
+def make_answer(parsed: ResponsesRequest, texts: list[list[str]], directives: ResponsesDirectives,
+                plan: Plan) -> Answer:
+    media = openai_media_tokens(parsed.model, parsed.input if isinstance(parsed.input, list) else [])
+    return Answer(parsed, plan, count_prompt_tokens(texts) + media, directives)
 
 
 async def _stream(request: web.Request, answer: Answer) -> web.StreamResponse:

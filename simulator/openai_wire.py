@@ -15,6 +15,8 @@ NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 # The request's `service_tier` values the API takes (another is a 400, as there).
 ServiceTier = Literal["auto", "default", "flex", "scale", "priority", "fast"]
 
+# A status and a JSON body: how a request is answered without a connection (a batch line).
+JsonAnswer = tuple[int, dict[str, Any]]
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 DONE_EVENT = b"data: [DONE]\n\n"
 
@@ -193,10 +195,15 @@ def error_response(
     status: int, message: str, *, code: str | None = None, headers: dict[str, str] | None = None
 ) -> web.Response:
     """An OpenAI-style error: ``{"error": {"message", "type", "code", "param"}}``."""
-    body = {"error": {"message": message, "type": error_type(status), "code": code, "param": None}}
+    body = error_body(status, message, code=code)
     return web.Response(
         status=status, body=orjson.dumps(body), content_type="application/json", headers=headers
     )
+
+
+def error_body(status: int, message: str, *, code: str | None = None, param: str | None = None) -> dict[str, Any]:
+    """The JSON body of an OpenAI-style error (what a batch line's failed response carries too)."""
+    return {"error": {"message": message, "type": error_type(status), "code": code, "param": param}}
 
 
 def json_response(payload: dict[str, Any]) -> web.Response:
