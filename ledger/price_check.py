@@ -110,7 +110,7 @@ def _tier_problem(priced: Priced, prompt_tokens: int, pricing: dict) -> str | No
     service = pricing.get("service_tiers") or {}
     thresholds = [tier["above_prompt_tokens"] for tier in pricing.get("tiers") or ()]
     if name not in service:
-        due = price_tiers.tier(prompt_tokens, "", thresholds, {}, name == price_tiers.BATCH, "batch_prompt" in pricing)
+        due = price_tiers.tier(prompt_tokens, "", thresholds, {}, name == price_tiers.BATCH, True)
         if due != name:
             return f"it was charged at the {name} tier, but a {prompt_tokens}-token prompt is charged at {due}"
     stated = _tier_prices(pricing, name, service)
@@ -125,11 +125,18 @@ def _tier_prices(pricing: dict, name: str, service: dict) -> dict:
     """The prices of tier `name`, each as the standard tier's where the tier does not state it."""
     if name in service:
         return {**pricing, **service[name]}
-    if name == price_tiers.BATCH:
-        return {**pricing, "prompt": pricing.get("batch_prompt"), "completion": pricing.get("batch_completion")}
+    if name == price_tiers.BATCH and ("batch_prompt" in pricing or "batch_completion" in pricing):
+        return {**pricing, "prompt": pricing.get("batch_prompt", pricing.get("prompt")),
+                "completion": pricing.get("batch_completion", pricing.get("completion"))}
+    if name == price_tiers.BATCH:  # none stated: every price halved
+        return {**pricing, **{field: str(price_tiers.batch_default(Decimal(str(pricing[field]))))
+                              for field in HALVED if pricing.get(field) is not None}}
     threshold = price_tiers.threshold_of(name)
     tier: dict = next((t for t in pricing.get("tiers") or () if t["above_prompt_tokens"] == threshold), {})
     return {**pricing, **tier}
+
+
+HALVED = ("prompt", "completion", "input_cache_read", "input_cache_write", "input_cache_write_1h")
 
 
 def _compared(priced: Priced) -> dict[str, str]:

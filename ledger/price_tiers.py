@@ -4,10 +4,12 @@ prices a request, and anyone checking an export against the published prices
 
 A request is charged at the service tier its provider reports it served, when the prices name
 that tier; else, past a long-context threshold, at the highest threshold its prompt exceeds;
-else at the standard prices. A batch (the batches API) is charged its batch prices.
+else at the standard prices. A batch sent to its provider's batch API is charged its batch
+prices: those the catalogue states, else half of each standard price (`batch_default`).
 """
 
 from collections.abc import Iterable, Mapping
+from decimal import Decimal
 
 STANDARD = "standard"
 BATCH = "batch"
@@ -35,3 +37,9 @@ def tier(prompt_tokens: int, served: str, thresholds: Iterable[int], service_tie
         return served
     above = [t for t in thresholds if prompt_tokens > t]
     return long_context(max(above)) if above else STANDARD
+
+
+def batch_default(standard: Decimal) -> Decimal:
+    """A batch price the catalogue does not state: half the standard one (prompt, completion, cache
+    reads and writes alike), what OpenAI and Anthropic charge for their batch APIs."""
+    return standard / 2

@@ -32,7 +32,8 @@ class Prices(msgspec.Struct, frozen=True):
     per_token: Priced  # the standard tier as a request records it (gateway.billing.pricing)
     long_context: tuple[tuple[int, Priced], ...] = ()  # (above_prompt_tokens, prices), rising
     service_tiers: Mapping[str, Priced] = MappingProxyType({})
-    batch: Priced | None = None
+    batch: Priced | None = None  # as the catalogue states them (None: it states none)
+    batch_halved: Priced | None = None  # the batch tier when it states none: every price halved
     # Each price at its highest in the tiers a request may be served at, by the service tier it asks
     # for ("": none) and the number of long-context thresholds its prompt may pass.
     ceilings: Mapping[tuple[str, int], Priced] = MappingProxyType({})
@@ -41,11 +42,11 @@ class Prices(msgspec.Struct, frozen=True):
     def tier(self, prompt_tokens: int, served: str = "", batch: bool = False) -> Priced:
         """The tier a request is charged at (ledger.price_tiers), its prices ready to record."""
         name = price_tiers.tier(prompt_tokens, served, (t for t, _ in self.long_context), self.service_tiers,
-                                batch, self.batch is not None)
+                                batch, (self.batch or self.batch_halved) is not None)
         if name == price_tiers.STANDARD:
             return self.per_token
-        if name == price_tiers.BATCH and self.batch is not None:
-            return self.batch
+        if name == price_tiers.BATCH:
+            return self.batch or self.batch_halved  # type: ignore[return-value]  # not None: has_batch
         return self.service_tiers.get(name) or dict(self.long_context)[price_tiers.threshold_of(name) or 0]
 
     def ceiling(self, prompt_tokens: int, asked: object = None) -> Priced:
@@ -154,7 +155,8 @@ def _parsed(own: ProviderPricing, model: Pricing, version: str) -> Prices:
     return Prices(prompt=prompt, completion=completion, input_cache_read=read or Decimal(0),
                   input_cache_write=write or Decimal(0), per_generation=Decimal(own.audio_music_per_generation),
                   audio_per_minute=Decimal(model.audio_per_minute), per_token=standard, long_context=long_context,
-                  service_tiers=MappingProxyType(service), batch=batch, ceilings=MappingProxyType(ceilings),
+                  service_tiers=MappingProxyType(service), batch=batch,
+                  batch_halved=_halved(stated, version), ceilings=MappingProxyType(ceilings),
                   version=version)
 
 
@@ -162,6 +164,16 @@ def _batch(standard: _Standard, prompt: str | None, completion: str | None, vers
     if prompt is None and completion is None:
         return None
     return _tier(standard, TierPrices(prompt=prompt, completion=completion), version, price_tiers.BATCH)
+
+
+def _halved(standard: _Standard, version: str) -> Priced:
+    """The batch tier of prices that state none: every standard price halved (price_tiers.batch_default)."""
+
+    def half(price: Decimal | None) -> Decimal | None:
+        return None if price is None else price_tiers.batch_default(price)
+
+    return _Standard(half(standard.prompt) or Decimal(0), half(standard.completion) or Decimal(0), half(standard.read),
+                     half(standard.write), half(standard.write_1h)).priced(version, price_tiers.BATCH)
 
 
 def versioned(prices: Prices, version: str) -> Prices:
@@ -173,4 +185,5 @@ def versioned(prices: Prices, version: str) -> Prices:
     return msgspec.structs.replace(
         prices, per_token=mark(prices.per_token), long_context=tuple((t, mark(p)) for t, p in prices.long_context),
         service_tiers=MappingProxyType({n: mark(p) for n, p in prices.service_tiers.items()}),
-        batch=prices.batch and mark(prices.batch), version=version)
+        batch=prices.batch and mark(prices.batch), batch_halved=prices.batch_halved and mark(prices.batch_halved),
+        version=version)
