@@ -66,6 +66,24 @@ def request_body(call: ChatCall, stream: bool) -> dict:
     return body
 
 
+def chat_reply(provider: str, body: dict) -> ChatReply:
+    """A chat completion as it is billed: its shape checked, its usage read (UpstreamError 502 otherwise)."""
+    completion = shapes.conforming(provider, body, shapes.OpenAICompletion, "chat completion")
+    return ChatReply(body, usage_of(completion.usage, body.get("service_tier")))
+
+
+def text_reply(provider: str, body: dict) -> ChatReply:
+    """A legacy text completion as it is billed, checked as `chat_reply` checks a chat one."""
+    completion = shapes.conforming(provider, body, shapes.OpenAITextCompletion, "text completion")
+    return ChatReply(body, usage_of(completion.usage, body.get("service_tier")))
+
+
+def embedding_request(call: EmbeddingCall) -> dict:
+    """What an embeddings call sends: the client's body for the upstream model, asking for
+    floats (the gateway encodes vectors in the form the client asked for itself)."""
+    return {**call.body, "model": call.upstream_model, "encoding_format": "float"}
+
+
 def chat_allowance(body: dict) -> Allowance:
     """What a chat body lets the provider write: max_tokens or max_completion_tokens (which one it
     honours when both are sent is its own choice) in each of the `n` choices."""
@@ -257,9 +275,7 @@ class OpenAIProvider:
 
     async def chat(self, call: ChatCall) -> ChatReply:
         response = await self.send_json("/chat/completions", request_body(call, False), call.api_key)
-        reply = await read_json(self.id, response)
-        completion = shapes.conforming(self.id, reply, shapes.OpenAICompletion, "chat completion")
-        return ChatReply(reply, usage_of(completion.usage, reply.get("service_tier")))
+        return chat_reply(self.id, await read_json(self.id, response))
 
     async def open_chat_stream(self, call: ChatCall) -> OpenAIChatStream:
         response = await self.send_json("/chat/completions", request_body(call, True), call.api_key)
@@ -268,17 +284,14 @@ class OpenAIProvider:
     async def complete(self, call: ChatCall) -> ChatReply:
         """A legacy text completion (`call.body` an OpenAI completions request), whole."""
         response = await self.send_json("/completions", request_body(call, False), call.api_key)
-        reply = await read_json(self.id, response)
-        completion = shapes.conforming(self.id, reply, shapes.OpenAITextCompletion, "text completion")
-        return ChatReply(reply, usage_of(completion.usage, reply.get("service_tier")))
+        return text_reply(self.id, await read_json(self.id, response))
 
     async def open_completion_stream(self, call: ChatCall) -> OpenAITextStream:
         response = await self.send_json("/completions", request_body(call, True), call.api_key)
         return self.text_stream(response)
 
     async def embed(self, call: EmbeddingCall) -> EmbeddingReply:
-        body = {**call.body, "model": call.upstream_model, "encoding_format": "float"}
-        response = await self.send_json("/embeddings", body, call.api_key)
+        response = await self.send_json("/embeddings", embedding_request(call), call.api_key)
         return embedding_reply(await read_json(self.id, response))
 
     async def open_speech(self, call: SpeechCall) -> OpenAIAudioStream:

@@ -1,0 +1,105 @@
+"""The HTTP a batch API needs beside the adapters' POSTs (its files are JSON Lines): a GET with
+the adapters' error handling, JSON Lines read one line at a time, and a body produced while it
+is sent whose producer's own failure is told apart from the provider's. The anthropic
+protocol's Message Batches read and send through here too."""
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import TypeVar
+
+import aiohttp
+from aiohttp.http_exceptions import LineTooLong
+
+from gateway.edge.errors import UpstreamError
+from gateway.jsonio import loads
+from gateway.providers.http import MESSAGE_CHARS, Upstream, error_from
+
+# The longest result line read: far above any answer a line holds (a long embeddings line is a
+# few MB), far below what a broken upstream could make the gateway buffer.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
+Sent = TypeVar("Sent")
+
+
+async def get(upstream: Upstream, provider: str, url: str, headers: dict[str, str],
+              timeout: aiohttp.ClientTimeout, params: Mapping[str, str] | None = None) -> aiohttp.ClientResponse:
+    """GET `url` (with the provider's extra headers and query); the open 200 response, or
+    UpstreamError as `http.post` raises it. The time to the response headers is observed."""
+    started = time.monotonic()
+    query = {**upstream.query, **(params or {})}
+    try:
+        response = await upstream.session.get(url, headers=upstream.with_extras(headers), params=query or None,
+                                              timeout=timeout)
+    except TimeoutError:
+        raise UpstreamError(504, f"{provider} did not answer within {timeout.sock_read:g} s",
+                            reason="timeout") from None
+    except aiohttp.ClientError as exc:
+        raise UpstreamError(502, f"{provider} connection failed: {type(exc).__name__}", reason="connection") from None
+    upstream.observe(provider, response.status, time.monotonic() - started)
+    if response.status >= 300:
+        raise await error_from(provider, response)
+    return response
+
+
+async def records(provider: str, response: aiohttp.ClientResponse) -> AsyncIterator[dict]:
+    """Each line of a JSON Lines body as a JSON object, read as it arrives (blank lines skipped);
+    a line that is not one, or a body broken off, is UpstreamError. The response is released."""
+    async with response:
+        while line := await _line(provider, response):
+            if line.strip():
+                yield _record(provider, line)
+
+
+async def _line(provider: str, response: aiohttp.ClientResponse) -> bytes:
+    try:
+        return await response.content.readline(max_line_length=MAX_LINE_BYTES)
+    except TimeoutError:
+        raise UpstreamError(504, f"{provider} stopped sending a results file") from None
+    except LineTooLong:
+        raise UpstreamError(502, f"{provider} sent a results line over {MAX_LINE_BYTES} bytes") from None
+    except aiohttp.ClientError as exc:
+        raise UpstreamError(502, f"{provider} results file broke off: {type(exc).__name__}") from None
+
+
+def _record(provider: str, line: bytes) -> dict:
+    try:
+        record = loads(line)
+    except ValueError:
+        raise UpstreamError(502, f"{provider} sent a results line that is not JSON") from None
+    if not isinstance(record, dict):
+        raise UpstreamError(502, f"{provider} sent a results line that is not a JSON object")
+    return record
+
+
+def cut(message: object) -> str:
+    """A provider's error message for one line, cut short as `http.scrubbed` cuts one."""
+    return str(message or "no message")[:MESSAGE_CHARS]
+
+
+class Source:
+    """An upload's chunks, remembering what stopped them if their producer failed: aiohttp
+    reports that as a connection failure, which is the provider's, and this one is not."""
+
+    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
+        self._chunks = chunks
+        self.failure: Exception | None = None
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._chunks:
+                yield chunk
+        except Exception as exc:
+            self.failure = exc
+            raise
+
+
+async def uploaded(send: Callable[[AsyncIterator[bytes]], Awaitable[Sent]], chunks: AsyncIterator[bytes]) -> Sent:
+    """`send(chunks)`, raising what the producer of `chunks` raised (an unsendable line's 400,
+    the caller's own failure) rather than the connection failure aiohttp makes of it."""
+    source = Source(chunks)
+    try:
+        return await send(aiter(source))
+    except UpstreamError:
+        if source.failure is not None:
+            raise source.failure from None
+        raise
