@@ -9,6 +9,8 @@ A leaf package: it imports nothing from gateway, ledger or simulator.
 - `preconditions`: ETag comparison for If-None-Match and If-Range (pure).
 - `byteranges`: multipart/byteranges framing and its length (pure).
 - `serving`: serve_object, conditional GET/HEAD with ranges, streamed from S3.
+- `multipart`: a local file put in the bucket, in parts when large.
+- `files`: FileStore, files kept for organizations, in the bucket or a local directory.
 - `settings`: StorageSettings, the [storage] keys the gateway and the sweeper share, and
   open_store, the configured bucket's ObjectStore (or None).
 """

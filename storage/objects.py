@@ -15,6 +15,7 @@ from botocore.config import Config
 from storage.deletion import (DeleteResult, batches, combine, delete_request, read_response,
                               whole_batch_failed)
 from storage.errors import S3_FAILURES, StorageError, error_code, reason, storage_error
+from storage.multipart import PART_BYTES, upload_file
 
 __all__ = ["DeleteResult", "ObjectStore", "StorageError", "StoredObject"]
 
@@ -125,6 +126,11 @@ class ObjectStore:
         except S3_FAILURES as exc:
             raise storage_error(f"PUT {self._where(key)}", exc) from exc
         return StoredObject(key=key, size=len(body), etag=response["ETag"])
+
+    async def put_file(self, key: str, path: str, content_type: str, part_bytes: int = PART_BYTES) -> None:
+        """Store the local file at `path` under `key`, in parts of `part_bytes` when it is larger
+        (storage.multipart): never read whole into memory."""
+        await upload_file(self._client, self.bucket, key, path, content_type, part_bytes)
 
     async def head(self, key: str) -> StoredObject | None:
         """The object under `key`, or None when there is none."""
