@@ -85,6 +85,10 @@ class Caller(msgspec.Struct, frozen=True):
     holds: list[CreditsHeld] = msgspec.field(default_factory=list)
     # Its worst case admitted against this process's escrow slices, drawn from by its record
     reserved: list[Reservation] = msgspec.field(default_factory=list)
+    # A line of a batch (gateway.batches): recorded with its batch and custom_id, its answer kept
+    # as its content until the batch's output file holds it
+    batch_id: str = ""
+    custom_id: str = ""
 
     @property
     def org_id(self) -> str:

@@ -95,6 +95,11 @@ class RecorderClosed(LedgerUnavailable):
     To a client it is like a database that is away: unavailable, retry."""
 
 
+def prefix_range(prefix: str) -> tuple[str, str]:
+    """The ids beginning with `prefix` as a key range [low, high): read through the key's index."""
+    return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
 class Content(msgspec.Struct, frozen=True):
     """Personal text kept beside the ledger so it can be purged without breaking a chain."""
 
@@ -358,6 +363,11 @@ class Recorder(abc.ABC):
         """Purge the body of up to `limit` content rows recorded before `before_us`, oldest
         first, marking them removed at `now_us`; returns how many. Events and their hashes
         are untouched, so every chain still verifies. The only change ever made to content."""
+
+    @abc.abstractmethod
+    async def remove_text_of(self, content_prefix: str, now_us: int) -> int:
+        """Purge the body of every content row whose id begins with `content_prefix` (a batch's
+        lines, once its output file holds them, for an org that keeps no text), as remove_text."""
 
     @abc.abstractmethod
     async def rebuild(self, events: AsyncIterable[list[Recorded]]) -> None:

@@ -111,7 +111,8 @@ def request_event(caller: Caller, outcome: Outcome, content: Content | None = No
         charged_inr_nano=outcome.charged_inr_nano,
         usd_to_inr=str(outcome.cost.rate), latency_ms=caller.elapsed_ms(), error=outcome.error,
         content_id=content.content_id if content else "", content_hash=content.sha256 if content else "",
-        attempts=tuple(caller.attempts), priced=outcome.cost.priced, byok=outcome.byok)
+        attempts=tuple(caller.attempts), priced=outcome.cost.priced, byok=outcome.byok,
+        batch_id=caller.batch_id, custom_id=caller.custom_id)
 
 
 def keeps_text(services: Services, caller: Caller) -> bool:
@@ -121,8 +122,10 @@ def keeps_text(services: Services, caller: Caller) -> bool:
 
 
 def retained(services: Services, caller: Caller, suffix: str, text: object) -> Content | None:
-    """`text` as a content row, or None when the organization keeps no text (retention none)."""
-    if text is None or not keeps_text(services, caller):
+    """`text` as a content row, or None when the organization keeps no text (retention none). A
+    batch line's answer is kept whatever the retention, until its output file holds it
+    (gateway.batches.finishing removes it then for an org that keeps no text)."""
+    if text is None or not (caller.batch_id or keeps_text(services, caller)):
         return None
     body = encode(text)
     return Content(f"cnt_{caller.request_id.removeprefix('req_')}{suffix}", body,
@@ -237,10 +240,14 @@ def price(services: Services, model: Resolved, usage: Usage) -> Cost:
 
 
 async def bill(services: Services, caller: Caller, route: str, model: Resolved, usage: Usage,
-               text: dict | None, *, byok: bool, status: int = 200, stream: bool = False, error: str = "") -> Cost:
+               text: dict | None, *, byok: bool, status: int = 200, stream: bool = False, error: str = "",
+               answer: Callable[[Cost], dict] | None = None) -> Cost:
     """Price `usage` (`price`) and record the request with its text (charged by Outcome's
-    rule); durable on return. The cost, for the answer to report."""
+    rule); durable on return. The cost, for the answer to report. A batch line records instead
+    the `answer` the cost makes (its output line's body), so a crash loses no answer it paid for."""
     cost = price(services, model, usage)
+    if caller.batch_id and answer is not None:
+        text = {"body": answer(cost)}
     await record(services, caller, outcome(route, model, status, usage, cost, byok=byok, stream=stream,
                                            error=error), text)
     return cost

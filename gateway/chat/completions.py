@@ -10,9 +10,8 @@ import msgspec
 
 from gateway.billing import ceilings
 from gateway.billing.charging import bill
-from gateway.billing.pricing import usage_body
 from gateway.catalogue import Resolved
-from gateway.chat.service import chat_call
+from gateway.chat.service import chat_call, with_cost
 from gateway.chat.streams import ChatRelay
 from gateway.chat.request import Penalty, PositiveInt, StreamOptions, Unit
 from gateway.providers.openai import adapter as openai
@@ -74,9 +73,9 @@ async def complete(services: Services, caller: Caller, body: dict, request: Comp
         ceiling=ceiling(services, body))
     reply = answered.answer
     cost = await bill(services, caller, ROUTE, answered.served.model, reply.usage,
-                      {"request": prompt_text(request), "response": choice_texts(reply.body)}, byok=answered.byok)
-    reply.body["usage"] = {**(reply.body.get("usage") or {}), **usage_body(reply.usage, cost)}
-    return reply.body
+                      {"request": prompt_text(request), "response": choice_texts(reply.body)}, byok=answered.byok,
+                      answer=lambda cost: with_cost(reply, cost))
+    return with_cost(reply, cost)
 
 
 async def open_stream(services: Services, caller: Caller, body: dict, request: CompletionRequest

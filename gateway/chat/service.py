@@ -10,7 +10,8 @@ from gateway.catalogue import Resolved
 from gateway.chat.request import ChatRequest
 from gateway.chat.streams import ROUTE, ChatRelay
 from gateway.edge.errors import bad_request
-from gateway.providers.base import ChatCall
+from gateway.billing.pricing import Cost
+from gateway.providers.base import ChatCall, ChatReply
 from gateway.providers.capabilities import ChatProvider
 from gateway.resolution import CHAT, Served
 from gateway.routing import failover
@@ -58,9 +59,14 @@ async def complete(services: Services, caller: Caller, body: dict, request: Chat
     reply = answered.answer
     answer = [c.get("message", {}).get("content") for c in reply.body.get("choices") or ()]
     cost = await bill(services, caller, ROUTE, answered.served.model, reply.usage,
-                      {"request": prompt_text(request), "response": answer}, byok=answered.byok)
-    reply.body["usage"] = {**(reply.body.get("usage") or {}), **usage_body(reply.usage, cost)}
-    return reply.body
+                      {"request": prompt_text(request), "response": answer}, byok=answered.byok,
+                      answer=lambda cost: with_cost(reply, cost))
+    return with_cost(reply, cost)
+
+
+def with_cost(reply: ChatReply, cost: Cost) -> dict:
+    """The answer's body with its usage carrying the gateway's cost fields."""
+    return {**reply.body, "usage": {**(reply.body.get("usage") or {}), **usage_body(reply.usage, cost)}}
 
 
 async def open_stream(services: Services, caller: Caller, body: dict, request: ChatRequest) -> ChatRelay:

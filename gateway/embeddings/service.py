@@ -87,6 +87,8 @@ async def create(services: Services, caller: Caller, body: dict, request: Embedd
         ceiling=ceiling(services, items))
     model, reply = answered.served.model, answered.answer
     usage = Usage(reply.prompt_tokens)
-    cost = await bill(services, caller, ROUTE, model, usage, {"request": request.input}, byok=answered.byok)
-    return embeddings_body(caller.request_id, model.model_id, reply.vectors, request.encoding_format,
-                           usage, cost)
+    def answer(cost: Cost) -> dict:
+        return embeddings_body(caller.request_id, model.model_id, reply.vectors, request.encoding_format, usage, cost)
+
+    return answer(await bill(services, caller, ROUTE, model, usage, {"request": request.input}, byok=answered.byok,
+                             answer=answer))

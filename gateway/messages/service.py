@@ -15,7 +15,7 @@ import msgspec
 from gateway.messages import wire
 from gateway.billing import ceilings
 from gateway.billing.charging import bill
-from gateway.billing.pricing import cost_body
+from gateway.billing.pricing import Cost, cost_body
 from gateway.providers.usage import Usage
 from gateway.catalogue import Resolved
 from gateway.chat.service import chat_call
@@ -72,10 +72,14 @@ async def create(services: Services, caller: Caller, body: dict, request: Messag
         lambda served, key: _ask(sent, served, chat_call(caller, body, served, key)), path=ROUTE,
         ceiling=sent.ceiling())
     message, usage = answered.answer
+
+    def answer(cost: Cost) -> dict:
+        return {**message, "usage": {**(message.get("usage") or {}), **cost_body(cost)}}
+
     cost = await bill(services, caller, ROUTE, answered.served.model, usage,
                       {"request": conversation(request), "response": [wire.message_text(message)]},
-                      byok=answered.byok)
-    return {**message, "usage": {**(message.get("usage") or {}), **cost_body(cost)}}
+                      byok=answered.byok, answer=answer)
+    return answer(cost)
 
 
 async def _ask(sent: Sent, served: Served[ChatProvider], call: ChatCall) -> tuple[dict, Usage]:

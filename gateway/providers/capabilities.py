@@ -11,8 +11,9 @@ import aiohttp
 import msgspec
 
 from gateway.providers.base import (
-    Allowance, AudioStream, BatchLine, BatchResult, ChatCall, ChatReply, ChatStream, EmbeddingCall, EmbeddingReply, MessageEvent, MusicCall,
-    MusicReply, ResponseEvent, SpeechCall, TranscriptionCall, TranscriptionReply, UpstreamBatch,
+    Allowance, AudioStream, BatchLine, BatchResult, ChatCall, ChatReply, ChatStream, EmbeddingCall, EmbeddingReply,
+    MessageEvent, MusicCall, MusicReply, ResponseEvent, SpeechCall, TranscriptionCall, TranscriptionReply,
+    UpstreamBatch,
 )
 
 

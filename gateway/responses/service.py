@@ -14,7 +14,7 @@ from collections.abc import Callable
 from gateway.billing import ceilings
 from gateway.billing.charging import bill
 from gateway.catalogue import Resolved
-from gateway.billing.pricing import cost_body
+from gateway.billing.pricing import Cost, cost_body
 from gateway.chat.service import chat_call
 from gateway.providers.base import Allowance, ChatReply
 from gateway.providers.capabilities import ChatProvider, ResponsesProvider
@@ -111,10 +111,13 @@ async def create(services: Services, caller: Caller, body: dict, request: Respon
                                      ceiling=conversation.ceiling())
     ready, reply = answered.answer
     response = ready.answer(reply)
+
+    def answer(cost: Cost) -> dict:
+        return {**response, "usage": {**response["usage"], **cost_body(cost)}}
+
     cost = await bill(services, caller, ROUTE, answered.served.model, reply.usage,
-                      store.kept(ready.items, response, request.store), byok=answered.byok)
-    response["usage"] = {**response["usage"], **cost_body(cost)}
-    return response
+                      store.kept(ready.items, response, request.store), byok=answered.byok, answer=answer)
+    return answer(cost)
 
 
 async def open_stream(services: Services, caller: Caller, body: dict, request: ResponsesRequest) -> ResponsesRelay:

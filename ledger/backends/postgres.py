@@ -28,7 +28,7 @@ from ledger.partitions import streams_after
 from ledger.recorder import (
     SCHEMA_VERSION, Append, CorruptEvent, Outcome, Recorded, Recorder,
     Clock, CommitInDoubt, Holds, RecorderClosed, accepted, held_by, holding_keys, holds_taken, isolating_rejections,
-    out_of_date, plan, wall_clock_us,
+    out_of_date, plan, prefix_range, wall_clock_us,
 )
 from ledger.backends.timeouts import (
     CONNECT_TIMEOUT_S,
@@ -71,6 +71,8 @@ READ_UNDER_LOCK = (
 REMOVE_TEXT = ("UPDATE content SET body = NULL, removed_at_us = $1 WHERE content_id IN"
                " (SELECT content_id FROM content WHERE body IS NOT NULL AND created_at_us < $2"
                " ORDER BY created_at_us LIMIT $3)")
+REMOVE_TEXT_OF = ("UPDATE content SET body = NULL, removed_at_us = $1 WHERE content_id >= $2 AND content_id < $3"
+                  " AND body IS NOT NULL")
 # A unit breaking a constraint (a request id twice, an amount beyond 64 bits) is rejected alone.
 REJECTIONS = (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError, OverflowError)
 # Driver failures meaning the database is down, unreachable or too slow, not that a write is wrong.
@@ -271,6 +273,12 @@ class PostgresRecorder(Recorder):
     async def remove_text(self, before_us: int, now_us: int, limit: int = 1000) -> int:
         async with self._connection() as db:
             status = await db.execute(REMOVE_TEXT, now_us, before_us, limit)
+        return int(status.rpartition(" ")[2])
+
+    @translating
+    async def remove_text_of(self, content_prefix: str, now_us: int) -> int:
+        async with self._connection() as db:
+            status = await db.execute(REMOVE_TEXT_OF, now_us, *prefix_range(content_prefix))
         return int(status.rpartition(" ")[2])
 
     @translating

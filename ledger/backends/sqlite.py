@@ -27,7 +27,7 @@ from ledger.partitions import streams_after
 from ledger.events import decode_event
 from ledger.recorder import (
     Append, Clock, CorruptEvent, Outcome, Recorded, Recorder, RecorderClosed, isolating_rejections,
-    wall_clock_us,
+    prefix_range, wall_clock_us,
 )
 from ledger.backends.timeouts import MIGRATE_TIMEOUT_S, STATEMENT_TIMEOUT_S, reporting_outages, unavailable_on
 from ledger.turns import Turn
@@ -36,6 +36,8 @@ from ledger.backends import turns, write_lock
 REMOVE_TEXT = ("UPDATE content SET body = NULL, removed_at_us = ? WHERE content_id IN"
                " (SELECT content_id FROM content WHERE body IS NOT NULL AND created_at_us < ?"
                " ORDER BY created_at_us LIMIT ?)")
+REMOVE_TEXT_OF = ("UPDATE content SET body = NULL, removed_at_us = ? WHERE content_id >= ? AND content_id < ?"
+                  " AND body IS NOT NULL")
 _COLUMN_TYPES = (int, str, int, int, str, bytes, bytes)  # of a SELECT_EVENTS row
 # Result codes meaning the database cannot be used right now (still locked after the wait, disk
 # full or failing, file unreadable), as opposed to a statement that is wrong.
@@ -273,6 +275,12 @@ class SQLiteRecorder(Recorder):
     async def remove_text(self, before_us: int, now_us: int, limit: int = 1000) -> int:
         async with self._exclusive():
             cursor = await self._connected.writer.execute(REMOVE_TEXT, (now_us, before_us, limit))
+            return cursor.rowcount
+
+    @translating
+    async def remove_text_of(self, content_prefix: str, now_us: int) -> int:
+        async with self._exclusive():
+            cursor = await self._connected.writer.execute(REMOVE_TEXT_OF, (now_us, *prefix_range(content_prefix)))
             return cursor.rowcount
 
     @translating
