@@ -252,6 +252,9 @@ class BatchesConfig(Section, frozen=True):
     concurrency: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 8
     poll_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     file_retention_days: Annotated[int, msgspec.Meta(ge=1, le=3650)] = 30
+    # Where uploaded and produced files live without object storage ([storage]); empty: a `files`
+    # directory beside a SQLite ledger file, else ./data/files (storage.files.local_root).
+    files_path: str = ""
 
 
 class CatalogueConfig(Section, frozen=True):
