@@ -64,6 +64,7 @@ from ledger.follower import LogFollower
 from ledger.recorder import Clock, LedgerError, Recorder, wall_clock_us
 from ledger.signing import Signer, SigningKeyError
 from ledger.writer import GroupCommitWriter
+from storage.files import file_store, local_root
 from storage.settings import open_store
 
 if TYPE_CHECKING:
@@ -217,6 +218,7 @@ async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         config=config, catalogues=catalogues, recorder=ledger.recorder,
         writer=ledger.writer, directory=ledger.directory,
         providers=providers.build(config.providers, app[UPSTREAM]), redis=app[REDIS], store=app[STORE],
+        files=file_store(app[STORE], local_root(config.batches.files_path, config.ledger.url)),
         provider_keys=ProviderKeys(ledger.recorder, Sealer(config.secrets.master_key), ledger.directory),
         limiter=(limiter := RateLimiter(app[REDIS], config.redis)), metrics=app[METRICS],
         redactor=Redactor.for_providers(config.providers), router=app[ROUTER], releases=Releases(ledger.writer),

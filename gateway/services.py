@@ -31,6 +31,7 @@ from ledger.events import Attempt, CreditsHeld
 from ledger.recorder import Recorder
 from ledger.signing import Signer
 from ledger.writer import GroupCommitWriter
+from storage.files import FileStore
 from storage.objects import ObjectStore
 
 
@@ -45,6 +46,7 @@ class Services(msgspec.Struct, frozen=True, kw_only=True):
     providers: Providers
     redis: Redis | None  # None: no Redis configured
     store: ObjectStore | None  # None: no object storage (music storage "inline")
+    files: FileStore  # kept files (gateway.batches.files): the bucket's files/, else a local directory
     provider_keys: ProviderKeys  # organizations' own provider keys (BYOK)
     limiter: RateLimiter
     metrics: Metrics
