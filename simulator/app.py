@@ -4,8 +4,9 @@ from aiohttp import web
 
 from simulator import anthropic_messages, gemini_routes, openai_audio, openai_chat, openai_embeddings
 from simulator import anthropic_count_tokens, openai_completions, openai_realtime, openai_responses
-from simulator import azure_routes, bedrock_routes, vertex_routes
+from simulator import anthropic_batches, azure_routes, bedrock_routes, files, openai_batches, vertex_routes
 from simulator.auth import auth_middleware
+from simulator.batch_control import add_batch_control
 from simulator.outage import Outage, add_outage, outage_middleware
 from simulator.recording import RECORDER_KEY, Recorder, add_control_routes, recording_middleware
 from simulator.settings import SETTINGS_KEY, Settings
@@ -34,6 +35,10 @@ def create_app(settings: Settings) -> web.Application:
     bedrock_routes.add_routes(app)
     vertex_routes.add_routes(app)
     azure_routes.add_routes(app)
+    add_batch_control(app)  # before the batch APIs: they hang their stores on it
+    files.add_routes(app)
+    openai_batches.add_routes(app)
+    anthropic_batches.add_routes(app)
     add_control_routes(app)
     add_outage(app, Outage.named(settings.outage))
     return app
