@@ -137,9 +137,11 @@ class MusicProvider(Protocol):
 
 
 class BatchProvider(Protocol):
-    """A provider's own batch API (the openai protocol's Files + Batches, the anthropic protocol's
-    Message Batches): lines sent in one upstream batch, polled, their results read back. Every
-    call raises UpstreamError when the provider fails; none holds a whole batch in memory."""
+    """A provider's own batch API (the openai protocol's Files + Batches, gateway.providers.openai.
+    batches; the anthropic protocol's Message Batches, gateway.providers.anthropic.batches): lines
+    sent in one upstream batch, polled, their results read back. Every call raises UpstreamError
+    when the provider fails; none holds a whole batch in memory (lines are sent as they are read,
+    results yielded as they arrive). `api_key` is an org's own key (BYOK); empty: the gateway's."""
 
     def batchable(self, route: str) -> bool:
         """Whether lines shaped for gateway `route` (/v1/chat/completions, /v1/embeddings,
@@ -147,19 +149,30 @@ class BatchProvider(Protocol):
 
     async def submit(self, lines: AsyncIterator[BatchLine], *, route: str, batch_id: str, api_key: str = "") -> str:
         """Create one upstream batch of `lines` (each translated as the single route would send
-        it), marked with the gateway's `batch_id` where the provider keeps marks; its upstream id."""
+        it, never streamed), marked with the gateway's `batch_id` where the provider keeps marks;
+        its upstream id. `route` must be batchable (ValueError otherwise). What `lines` raises
+        (a line the route's translation refuses: its ApiError 400) is raised as it is, the
+        upload abandoned. Custom ids must be unique in the batch; Anthropic's also match
+        ^[a-zA-Z0-9_-]{1,64}$, or the whole batch is refused (400). The OpenAI protocol checks
+        its lines after creating the batch: one it refuses fails the batch, with no results."""
 
     async def find(self, batch_id: str, *, since_us: int, lines: int, taken: frozenset[str],
                    api_key: str = "") -> str | None:
         """The upstream batch `submit` created for `batch_id` at or after `since_us` (UTC
-        microseconds) with `lines` lines and not among `taken`, or None: after a crash, so a
-        batch is found again rather than created twice."""
+        microseconds; a few seconds earlier are allowed, for the provider's clock) with `lines`
+        lines and not among `taken`, or None: after a crash, so a batch is found again rather
+        than created twice. Where the provider keeps marks (OpenAI's metadata) the mark decides;
+        where it keeps none (Anthropic) the earliest batch of that size since then."""
 
     async def poll(self, upstream_id: str, api_key: str = "") -> UpstreamBatch:
         """How the upstream batch stands."""
 
     def results(self, upstream_id: str, *, route: str, api_key: str = "") -> AsyncIterator[BatchResult]:
-        """Every line's result of an ended batch, read as it arrives, translated to `route`'s shape."""
+        """Every line's result of an ended batch, read as it arrives, translated to `route`'s shape
+        with its usage read as the single route reads it. A line that never ran is `canceled` or
+        `expired` (status 0) where the provider says so, else absent (an OpenAI batch that failed
+        validation has none). A line whose answer is malformed is `errored` with status 502; a
+        line that names no custom_id, or a broken results file, raises UpstreamError 502."""
 
     async def cancel(self, upstream_id: str, api_key: str = "") -> None:
         """Ask the provider to stop the batch (it ends later, its finished lines kept)."""

@@ -8,7 +8,7 @@ many requests it holds. Its custom_ids must match ^[a-zA-Z0-9_-]{1,64}$ or the w
 refused (400)."""
 
 from collections.abc import AsyncIterator, Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any
 from urllib.parse import quote
@@ -29,7 +29,7 @@ from gateway.providers.openai.jsonl import cut, get, records, uploaded
 PROVIDER = "anthropic"
 PAGE = "100"  # batches listed per request, Anthropic's most
 SLACK_US = 5_000_000  # the provider's clock may be behind the gateway's
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 NEVER_RAN = frozenset({"canceled", "expired"})
 
 
@@ -124,10 +124,10 @@ def _answered(route: str, custom_id: str, message: object) -> BatchResult:
         return BatchResult(custom_id=custom_id, status=exc.status, outcome="errored", message=cut(exc.message))
 
 
-def _error(error: object) -> tuple[int, str]:
+def _error(reported: object) -> tuple[int, str]:
     """The status Anthropic pairs with an errored line's error type, and its message. The error
     is an error response (`{"type": "error", "error": {...}}`) or, leniently, the inner object."""
-    error = error if isinstance(error, dict) else {}
+    error: dict = reported if isinstance(reported, dict) else {}
     if isinstance(error.get("error"), dict):
         error = error["error"]
     kind = str(error.get("type") or "error")
@@ -141,7 +141,7 @@ def created_us(batch: MessageBatch) -> int:
     except ValueError:
         raise UpstreamError(502, f"{PROVIDER} sent a message batch created at {batch.created_at[:40]!r}") from None
     if created.tzinfo is None:
-        created = created.replace(tzinfo=timezone.utc)
+        created = created.replace(tzinfo=UTC)
     return (created - EPOCH) // timedelta(microseconds=1)
 
 

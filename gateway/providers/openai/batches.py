@@ -108,8 +108,9 @@ def result_of(route: str, record: dict) -> BatchResult:
     line = shapes.conforming(PROVIDER, record, ResultLine, "batch result line")
     if line.response is not None and line.response.status_code == 200:
         return _answered(route, line.custom_id, line.response.body)
-    if (outcome := NEVER_RAN.get(str((line.error or {}).get("code")))) is not None:
-        return BatchResult(custom_id=line.custom_id, status=0, outcome=outcome, message=cut(line.error.get("message")))
+    error = line.error or {}
+    if (outcome := NEVER_RAN.get(str(error.get("code")))) is not None:
+        return BatchResult(custom_id=line.custom_id, status=0, outcome=outcome, message=cut(error.get("message")))
     status = line.response.status_code if line.response is not None else 502
     return BatchResult(custom_id=line.custom_id, status=status, outcome="errored", message=_message(line))
 
