@@ -11,7 +11,7 @@ import aiohttp
 import orjson
 import pytest
 
-from gateway.edge.errors import UpstreamError
+from gateway.edge.errors import ApiError, UpstreamError
 from gateway.providers import Providers, build
 from gateway.providers.base import BatchLine, BatchResult
 from gateway.providers.http import Upstream
@@ -233,6 +233,15 @@ async def test_anthropic_refusals_are_upstream_errors(anthropic):
     with pytest.raises(UpstreamError) as raised:
         await anthropic.submit(each(message_line("not valid!", "hi")), route="/v1/messages", batch_id="gb_bad")
     assert raised.value.status == 400
+
+
+async def test_a_chat_line_anthropic_cannot_take_stops_the_upload_with_its_own_400(anthropic, session, sim_url):
+    refused = chat_line("b", "hi", model=CLAUDE, messages=[{"role": "function", "content": "x"}])
+    with pytest.raises(ApiError) as raised:
+        await anthropic.submit(each(chat_line("a", "hi", model=CLAUDE), refused), route="/v1/chat/completions",
+                               batch_id="gb_refused")
+    assert raised.value.status == 400 and raised.value.param == "messages"
+    assert (await _json(session, f"{sim_url}/_sim/batches"))["data"] == []  # no batch was made of half a body
 
 
 # -- both ---------------------------------------------------------------------------------------------
