@@ -113,7 +113,8 @@ async def _work(app: web.Application, batch: Batch, data: bytes) -> None:
         batch.move("failed")
         return
     batch.counts["total"] = len(checked.lines)
-    batch.move("in_progress")
+    if not batch.cancel.is_set():  # cancelled while validating: it stays cancelling until it ends
+        batch.move("in_progress")
     output, failures = Jsonl(), Jsonl()
     respond = _responder(app, batch, output, failures)
     done = await app[BATCHES_KEY].run_lines(checked.lines, batch.cancel, respond)
