@@ -18,6 +18,7 @@ import structlog
 
 from ledger.backends import recorder_for
 from ledger.signing import Signer
+from storage.files import file_store, local_root
 from storage.settings import open_store
 from sweeper.settings import Settings
 from sweeper.sweep import PassReport, Sweeper
@@ -28,14 +29,16 @@ JITTER = 0.1
 @contextlib.asynccontextmanager
 async def open_sweeper(settings: Settings) -> AsyncIterator[Sweeper]:
     """The ledger and (if configured) the bucket, which must already exist: a sweeper never
-    creates one, so a mistyped bucket name fails loudly instead of 'deleting' from an empty one."""
+    creates one, so a mistyped bucket name fails loudly instead of 'deleting' from an empty one.
+    Kept files are swept in the bucket too, else in the local files directory."""
     recorder = recorder_for(settings.ledger.url)
     await recorder.open()
     try:
         async with open_store(settings.storage, create_bucket=False) as store:
+            files = file_store(store, local_root(settings.batches.files_path, settings.ledger.url))
             yield Sweeper(recorder, store, settings.storage.retention_days, settings.retention.text_days,
                           checkpoint_interval_s=settings.ledger.checkpoint_interval_s,
-                          signer=Signer.configured(settings.ledger.signing_key))
+                          signer=Signer.configured(settings.ledger.signing_key), files=files)
     finally:
         await recorder.close()
 

@@ -1,7 +1,7 @@
 """The sweeper's settings: its sections of the gateway's TOML file, with the same overrides.
 
 The file is shared with the gateway, which validates all of it. The sweeper reads only the
-sections it uses ([ledger], [storage], [sweeper], [retention]), typed with msgspec, and the
+sections it uses ([ledger], [storage], [sweeper], [retention], [batches]), typed with msgspec, and the
 GATEWAY_<SECTION>_<KEY> variables of those sections; keys it does not use are the gateway's
 business and are passed over. Secrets may be written `env:NAME`.
 """
@@ -46,11 +46,18 @@ class RetentionSettings(Section, frozen=True):
     text_days: Annotated[int, msgspec.Meta(ge=0)] = 0  # 0 keeps logged text forever
 
 
+class BatchesSettings(Section, frozen=True):
+    # Where kept files live without object storage; empty: beside a SQLite ledger file, else
+    # ./data/files (storage.files.local_root, as the gateway reads the same key).
+    files_path: str = ""
+
+
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     ledger: LedgerSettings = LedgerSettings()
     storage: StorageSettings = StorageSettings()
     sweeper: SweeperSettings = SweeperSettings()
     retention: RetentionSettings = RetentionSettings()
+    batches: BatchesSettings = BatchesSettings()
 
 
 # section name -> its field names, as the environment variables spell them

@@ -17,7 +17,9 @@ from ledger.signing import Signer
 from ledger.events import MediaExpired
 from ledger.recorder import Append, AppendRejected, Recorder
 from storage.deletion import MAX_KEYS_PER_DELETE, DeleteResult
+from storage.files import FileStore
 from storage.objects import ObjectStore
+from sweeper.file_sweep import sweep_files
 from sweeper.worklist import DueTrack, cutoff_us, due_media
 
 NO_STORAGE = "NoStorage: object storage is not configured for this sweeper"
@@ -33,6 +35,9 @@ class PassReport(msgspec.Struct, kw_only=True):
     failed: int = 0  # objects whose delete failed; they stay due
     retried: int = 0  # due objects an earlier pass of this process failed to delete
     already_marked: int = 0  # deleted, but another sweeper marked them first
+    files_due: int = 0  # kept files past their expiry, not yet deleted
+    files_deleted: int = 0  # their bytes deleted and FileDeleted recorded by this pass
+    files_already_marked: int = 0
     text_due: int = 0
     text_removed: int = 0
     holds_expired: int = 0  # holds whose lease lapsed (their process gone), released by this pass
@@ -49,8 +54,8 @@ class Sweeper:
 
     def __init__(self, recorder: Recorder, store: ObjectStore | None, retention_days: int,
                  text_days: int = 0, page: int = MAX_KEYS_PER_DELETE, checkpoint_interval_s: float = 0,
-                 signer: Signer | None = None) -> None:
-        self._recorder, self._store, self._page = recorder, store, page
+                 signer: Signer | None = None, files: FileStore | None = None) -> None:
+        self._recorder, self._store, self._page, self._files = recorder, store, page, files
         self._checkpoint_interval_s, self._signer = checkpoint_interval_s, signer
         self._retention_days, self._text_days = retention_days, text_days
         self._failed_before: set[str] = set()
@@ -68,6 +73,7 @@ class Sweeper:
                 await self._sweep_page(tracks, report, failed)
             if self.stopping.is_set():
                 break
+        await self._sweep_files(as_of, dry_run, report, failed)
         self._failed_before = set(failed)
         report.failed, report.failures = len(failed), dict(list(failed.items())[:10])
         await self._text(as_of, dry_run, report)
@@ -76,6 +82,15 @@ class Sweeper:
             await self._verify(report)
         report.duration_ms = int((time.monotonic() - started) * 1000)
         return report
+
+    async def _sweep_files(self, as_of: datetime, dry_run: bool, report: PassReport,
+                           failed: dict[str, str]) -> None:
+        swept = await sweep_files(self._recorder, self._files, cutoff_us(as_of, 0), dry_run=dry_run,
+                                  page=self._page, stopping=self.stopping)
+        report.files_due, report.files_deleted, report.files_already_marked = (
+            swept.due, swept.deleted, swept.already_marked)
+        report.would_delete += swept.would_delete
+        failed.update(swept.failed)
 
     async def _verify(self, report: PassReport) -> None:
         """Verify what was appended since the last checkpoint and record a new one, once the last
