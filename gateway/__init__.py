@@ -30,7 +30,7 @@ The API families, one folder each, with its handlers and endpoints in `routes`
   transcription), `realtime/`, `models/` (GET /v1/models), `music/` (generation, history, the
   /media download), `dashboard/` (the page and its API), `ledger_api/` (an org's export of its
   events, the signed checkpoints and their key), `webhooks/` (alert endpoints, and their delivery
-  from the ledger).
+  from the ledger), `batches/` (batches and the Files API's kept files).
 
 Below the families
 - `billing/`: what a request costs, its holds and escrow, whether it is charged, its record.
