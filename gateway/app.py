@@ -40,6 +40,7 @@ from gateway.routes import ENDPOINTS
 from gateway.billing.observers import ChargeObserver
 from gateway.services import Services
 from gateway.telemetry.settings import otlp_endpoint
+from gateway.batches.running import BatchRunner
 from gateway.webhooks.delivery import Deliverer
 from gateway.webhooks.sending import Sender
 from gateway.webhooks.subscriptions import Webhooks
@@ -84,7 +85,7 @@ def create_app(config: Config, *, clock: Clock = wall_clock_us) -> web.Applicati
     app[SESSIONS] = set()
     app.on_shutdown.append(realtime.end_sessions)
     app.cleanup_ctx.extend([ledger_ctx, redis_ctx, telemetry_ctx, upstream_ctx, storage_ctx, services_ctx, music_ctx,
-                            webhooks_ctx])
+                            webhooks_ctx, batches_ctx])
     app[ROUTES] = RouteTable(app.router, ENDPOINTS)
     app.on_startup.append(build_openapi)  # after the catalogue is loaded (cleanup contexts run first)
     return app
@@ -176,6 +177,15 @@ async def webhooks_ctx(app: web.Application) -> AsyncIterator[None]:
     delivering.cancel()
     await asyncio.gather(delivering, return_exceptions=True)
     await sender.close()
+
+
+async def batches_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The one batch runner of this process: it runs the deployment's batches while it has the
+    ledger's turn at them (gateway.batches.running)."""
+    running = asyncio.create_task(BatchRunner(app[SERVICES]).run(), name="batches")
+    yield
+    running.cancel()
+    await asyncio.gather(running, return_exceptions=True)
 
 
 def _signer(config: Config) -> Signer | None:

@@ -5,7 +5,7 @@ through a route table (gateway.edge.routes)."""
 from types import MappingProxyType
 
 from gateway.audio import routes as audio
-from gateway.batches import file_routes
+from gateway.batches import file_routes, routes as batches
 from gateway.chat import routes as chat
 from gateway.dashboard import routes as dashboard
 from gateway.edge.routes import Endpoint
@@ -22,6 +22,6 @@ from gateway.webhooks import routes as webhooks
 ENDPOINTS: tuple[Endpoint, ...] = (
     *ops.ENDPOINTS, *models.ENDPOINTS, *chat.ENDPOINTS, *messages.ENDPOINTS, *embeddings.ENDPOINTS,
     *audio.ENDPOINTS, *realtime.ENDPOINTS, *responses.ENDPOINTS, *music.ENDPOINTS, *dashboard.ENDPOINTS,
-    *ledger_api.ENDPOINTS, *webhooks.ENDPOINTS, *file_routes.ENDPOINTS)
+    *ledger_api.ENDPOINTS, *webhooks.ENDPOINTS, *file_routes.ENDPOINTS, *batches.ENDPOINTS)
 # (METHOD, path as OpenAPI writes it) to its endpoint: what the tests sweep
 OPERATIONS = MappingProxyType({(endpoint.method, endpoint.template): endpoint for endpoint in ENDPOINTS})

@@ -115,3 +115,11 @@ async def contents(recorder: Recorder, content_ids: list[str]) -> dict[str, byte
         return {}
     rows = await recorder._fetch(CONTENT.format(", ".join("?" * len(wanted))), wanted)
     return {content_id: bytes(body) for content_id, body in rows if body is not None}
+
+
+UPSTREAM_IDS = "SELECT upstream_id FROM batches WHERE provider = ? AND upstream_id <> ''"
+
+
+async def upstream_ids(recorder: Recorder, provider: str) -> list[str]:
+    """Every upstream batch some batch of the provider's was sent as."""
+    return [row[0] for row in await recorder._fetch(UPSTREAM_IDS, (provider,))]

@@ -27,6 +27,10 @@ class Lapsed(NamedTuple):
     key_id: str
     amount_inr_nano: int
 
+    def release(self) -> HoldReleased:
+        """The end of what remains of this hold, by its holder (a batch that ended)."""
+        return HoldReleased(hold_id=self.hold_id, amount_inr_nano=self.amount_inr_nano, key_id=self.key_id)
+
     def expiry(self) -> Append:
         """The unit that ends this hold, whole."""
         return Append(self.org_id, [HoldReleased(hold_id=self.hold_id, amount_inr_nano=self.amount_inr_nano,

@@ -57,6 +57,13 @@ class Prices(msgspec.Struct, frozen=True):
         tier = asked if isinstance(asked, str) and asked in self.service_tiers else ""
         return self.ceilings[(tier, passed)]
 
+    def batched(self) -> "Prices":
+        """These prices as a line of a provider's batch pays them: the batch tier, whatever its
+        prompt's length or the service tier asked for (so a ceiling is taken at them too)."""
+        batch = self.tier(0, "", batch=True)
+        return msgspec.structs.replace(self, per_token=batch, long_context=(), service_tiers=MappingProxyType({}),
+                                       ceilings=MappingProxyType({("", 0): batch}))
+
     def published(self, image: str) -> dict:
         """These prices as GET /v1/prices/{version} publishes them: every tier in full."""
         body: dict[str, object] = {**_token_prices(self.per_token), "image": image,
