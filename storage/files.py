@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Literal, Protocol
 from urllib.parse import quote
@@ -32,7 +32,7 @@ class FileStore(Protocol):
         caller still owns (and removes) `path`. StorageError when it cannot be kept."""
         ...
 
-    def stream(self, key: str, start: int | None = None, end: int | None = None) -> AsyncIterator[bytes]:
+    def stream(self, key: str, start: int | None = None, end: int | None = None) -> AsyncGenerator[bytes, None]:
         """Bytes [start, end] inclusive of the file under `key` (all of it when both are None),
         in chunks as they are read. A missing file raises StorageError at the first chunk."""
         ...
@@ -60,7 +60,7 @@ class ObjectFiles:
     async def put(self, key: str, path: str, content_type: str) -> None:
         await self._store.put_file(self.object_key(key), path, content_type)
 
-    def stream(self, key: str, start: int | None = None, end: int | None = None) -> AsyncIterator[bytes]:
+    def stream(self, key: str, start: int | None = None, end: int | None = None) -> AsyncGenerator[bytes, None]:
         return self._store.stream(self.object_key(key), start, end, CHUNK_BYTES)
 
     async def delete(self, key: str) -> None:
@@ -98,7 +98,7 @@ class LocalFiles:
         except OSError as exc:
             raise StorageError(f"PUT {key} in {self.root} failed: {exc.strerror or exc}") from exc
 
-    async def stream(self, key: str, start: int | None = None, end: int | None = None) -> AsyncIterator[bytes]:
+    async def stream(self, key: str, start: int | None = None, end: int | None = None) -> AsyncGenerator[bytes, None]:
         try:
             source = await asyncio.to_thread(open, self.path(key), "rb")
         except OSError as exc:

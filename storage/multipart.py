@@ -49,7 +49,7 @@ async def _in_parts(client: Any, bucket: str, key: str, source: IO[bytes], conte
 
 async def _send_parts(client: Any, bucket: str, key: str, upload_id: str, source: IO[bytes],
                       part_bytes: int) -> list[dict]:
-    parts = []
+    parts: list[dict] = []
     while data := await asyncio.to_thread(source.read, part_bytes):
         number = len(parts) + 1
         sent = await client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=data)

@@ -11,7 +11,8 @@ import hashlib
 import os
 import secrets
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import BinaryIO
 
 import msgspec
 from aiohttp import BodyPartReader, MultipartReader, web
@@ -136,7 +137,7 @@ async def owned_file(services: Services, org_id: str, file_id: str) -> FileRecor
     return record
 
 
-def read_file(services: Services, record: FileRecord) -> AsyncIterator[bytes]:
+def read_file(services: Services, record: FileRecord) -> AsyncGenerator[bytes, None]:
     """The file's bytes, in chunks as they are read (StorageError at the first if the store
     fails); 410 at once when the file was deleted or has expired."""
     if (why := record.gone(now_us(services))) is not None:
@@ -215,7 +216,7 @@ async def spool(chunks: AsyncIterator[bytes], *, max_bytes: int | None = None,
     return Spooled(path, size, digest.hexdigest(), counter.finish())
 
 
-async def _write_all(chunks: AsyncIterator[bytes], out, max_bytes: int | None,
+async def _write_all(chunks: AsyncIterator[bytes], out: BinaryIO, max_bytes: int | None,
                      max_lines: int | None) -> tuple["hashlib._Hash", LineCounter, int]:
     digest, counter, size, pending = hashlib.sha256(), LineCounter(), 0, bytearray()
     async for chunk in chunks:
@@ -236,7 +237,7 @@ async def _write_all(chunks: AsyncIterator[bytes], out, max_bytes: int | None,
     return digest, counter, size
 
 
-def _flush(out) -> None:
+def _flush(out: BinaryIO) -> None:
     out.flush()
     os.fsync(out.fileno())
 

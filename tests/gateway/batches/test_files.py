@@ -2,8 +2,10 @@
 files on local disk or in the S3 bucket (moto), the ledger recording each file and its deletion,
 and the real sweeper process expiring them."""
 
+import asyncio
 import io
 import json
+import tracemalloc
 from pathlib import Path
 
 import aiohttp
@@ -28,7 +30,7 @@ def sdk(gateway, org) -> "openai.AsyncOpenAI":
 
 
 @pytest.fixture(params=["local", "s3"])
-async def stored(request, make_gateway, config, tmp_path):
+async def stored(request, make_gateway, config):
     """A gateway keeping files on local disk (beside its SQLite ledger) or in the bucket."""
     if request.param == "local":
         return await make_gateway(config)
@@ -39,7 +41,7 @@ async def events_of(gateway, kind: type) -> list:
     return [r.event for r in await gateway.events() if isinstance(r.event, kind)]
 
 
-async def test_upload_retrieve_list_content_delete_with_the_sdk(stored, tmp_path, request):
+async def test_upload_retrieve_list_content_delete_with_the_sdk(stored):
     org = await stored.new_org()
     client = sdk(stored, org)
     created = await client.files.create(file=("requests.jsonl", io.BytesIO(LINES)), purpose="batch")
@@ -50,14 +52,13 @@ async def test_upload_retrieve_list_content_delete_with_the_sdk(stored, tmp_path
     assert [f.id for f in (await client.files.list()).data] == [created.id]
     assert (await client.files.content(created.id)).content == LINES
     [event] = await events_of(stored, FileStored)
-    assert (event.file_id, event.bytes, event.lines, event.storage) == (
-        created.id, len(LINES), 3, "s3" if "s3" in request.node.callspec.id else "local")
-    key = stored.server.app[SERVICES].files
-    assert await key.exists(event.object_key)
+    kept_in = stored.server.app[SERVICES].files
+    assert (event.file_id, event.bytes, event.lines, event.storage) == (created.id, len(LINES), 3, kept_in.kind)
+    assert await kept_in.exists(event.object_key)
 
     deleted = await client.files.delete(created.id)
     assert (deleted.id, deleted.deleted) == (created.id, True)
-    assert not await key.exists(event.object_key)
+    assert not await kept_in.exists(event.object_key)
     assert [e.expired for e in await events_of(stored, FileDeleted)] == [False]
     with pytest.raises(openai.APIStatusError) as gone:
         await client.files.content(created.id)
@@ -93,8 +94,9 @@ async def test_another_orgs_file_is_404_everywhere(gateway, org):
 
 async def test_every_files_route_needs_a_key(gateway, org):
     created = await sdk(gateway, org).files.create(file=("in.jsonl", LINES), purpose="batch")
-    for method, path in (("GET", "/v1/files"), ("GET", f"/v1/files/{created.id}"), ("DELETE", f"/v1/files/{created.id}"),
-                         ("GET", f"/v1/files/{created.id}/content"), ("POST", "/v1/files")):
+    one = f"/v1/files/{created.id}"
+    for method, path in (("GET", "/v1/files"), ("GET", one), ("DELETE", one), ("GET", one + "/content"),
+                         ("POST", "/v1/files")):
         response = await gateway.client.request(method, path)
         assert response.status == 401 and "error" in await response.json(), (method, path)
 
@@ -164,6 +166,28 @@ async def test_more_than_200_mb_streamed_is_413(gateway, org):
     status, body = await post_form(gateway, org, writer)
     assert (status, body["error"]["param"]) == (413, "file"), body
     assert await events_of(gateway, FileStored) == []
+
+
+async def test_a_20_mb_upload_is_kept_in_bounded_memory(gateway, org, tmp_path):
+    line = b'{"custom_id": "x", "body": {"padding": "' + b"p" * 2000 + b'"}}\n'
+
+    async def chunks():
+        for _ in range(80):
+            yield line * 128  # 80 x 128 lines of ~2 KB: ~20 MB
+
+    writer = aiohttp.MultipartWriter("form-data")
+    writer.append("batch").set_content_disposition("form-data", name="purpose")
+    writer.append(chunks(), {"Content-Type": "application/jsonl"}).set_content_disposition(
+        "form-data", name="file", filename="big.jsonl")
+    tracemalloc.start()
+    try:
+        status, body = await post_form(gateway, org, writer)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (status, body["bytes"]) == (200, len(line) * 128 * 80), body
+    assert peak < 8 * 1024 * 1024, f"peak {peak} bytes"  # the 20 MB never sat in memory
+    assert (tmp_path / "files" / org["org_id"] / body["id"]).stat().st_size == body["bytes"]
 
 
 async def test_a_declared_length_past_the_limit_is_413_at_once(gateway, org):
@@ -246,3 +270,16 @@ async def test_the_files_api_on_postgresql(make_pg_gateway, config):
     with pytest.raises(openai.APIStatusError) as gone:
         await client.files.content(created.id)
     assert gone.value.status_code == 410
+
+
+async def test_an_upload_expecting_100_continue_past_the_limit_is_told_413_first(gateway, org):
+    reader, writer = await asyncio.open_connection(gateway.server.host, gateway.server.port)
+    writer.write(f"POST /v1/files HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {org['api_key']}\r\n"
+                 f"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: {kept.MAX_UPLOAD_BYTES * 2}\r\n"
+                 "Expect: 100-continue\r\n\r\n".encode())
+    status_line = await asyncio.wait_for(reader.readline(), 5)
+    writer.close()
+    assert status_line.startswith(b"HTTP/1.1 413")
+    small = await gateway.client.post("/v1/files", data=form(purpose="batch"), expect100=True,
+                                      headers=auth(org["api_key"]))
+    assert small.status == 200
