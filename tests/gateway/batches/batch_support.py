@@ -77,3 +77,12 @@ async def pause_simulator(sim_url: str, paused: bool) -> None:
 async def simulator_batches(sim_url: str) -> list[dict]:
     async with aiohttp.ClientSession() as session, session.get(f"{sim_url}/_sim/batches") as response:
         return (await response.json())["data"]
+
+
+async def until(read, done, deadline_s: float = DEADLINE_S):
+    """What `read()` gives once `done` holds of it, polled until a deadline."""
+    limit = time.monotonic() + deadline_s
+    while not done(found := await read()):
+        assert time.monotonic() < limit, f"still {found!r}"
+        await asyncio.sleep(0.05)
+    return found

@@ -6,13 +6,17 @@ at its price (regular, or the batch tier), the output and error files as OpenAI 
 import json
 from decimal import Decimal
 
+import msgspec
 import pytest
 
 from gateway.edge.state import SERVICES
-from ledger.events import BatchCreated, BatchEnded, CreditsHeld, HoldReleased
+from ledger import audit, batch_queries
+from ledger.events import BatchCreated, BatchEnded, CreditsHeld, HoldReleased, KeySpendLimitsSet
 from ledger.money import to_nano
+from ledger.recorder import Append
 from tests.gateway.batches.batch_support import (
-    chat_lines, ended, jsonl, lines_recorded, openai, openai_sdk, simulator_batches, upload,
+    anthropic, anthropic_sdk, chat_lines, ended, jsonl, lines_recorded, message_batch_ended, openai, openai_sdk,
+    pause_simulator, simulator_batches, until, upload,
 )
 
 
@@ -97,3 +101,121 @@ async def test_an_org_that_cannot_cover_the_worst_case_gets_402_and_no_batch(gat
     assert refused.value.status_code == 402
     assert not [e for e in (r.event for r in await gateway.events()) if isinstance(e, BatchCreated)]
     assert (await client.batches.list()).data == []
+
+
+@pytest.mark.parametrize(("model", "provider", "native"), [("claude-haiku-4-5", "anthropic", True),
+                                                             ("gemini-2.5-flash", "google", False)])
+async def test_a_message_batch_with_the_anthropic_sdk(gateway, org, sim_url, model, provider, native):
+    client = anthropic_sdk(gateway, org)
+    requests = [{"custom_id": f"q{n}", "params": {"model": model, "max_tokens": 20,
+                                                   "messages": [{"role": "user", "content": f"hi {n}"}]}}
+                for n in range(4)]
+    batch = await client.messages.batches.create(requests=requests)
+    assert batch.type == "message_batch" and batch.processing_status == "in_progress"
+    assert batch.request_counts.processing == 4
+    done = await message_batch_ended(client, batch.id)
+    assert (done.request_counts.succeeded, done.request_counts.errored) == (4, 0)
+    assert [b.id for b in (await client.messages.batches.list()).data] == [batch.id]
+    results = {r.custom_id: r.result async for r in await client.messages.batches.results(batch.id)}
+    assert sorted(results) == ["q0", "q1", "q2", "q3"] and {r.type for r in results.values()} == {"succeeded"}
+    recorded = {e.custom_id: e for e in await lines_recorded(gateway, batch.id)}
+    rate = gateway.server.app[SERVICES].config.billing.usd_to_inr
+    for custom_id, result in results.items():
+        event = recorded[custom_id]
+        assert result.message.usage.input_tokens + (result.message.usage.cache_read_input_tokens or 0) \
+            + (result.message.usage.cache_creation_input_tokens or 0) == event.prompt_tokens
+        assert event.charged_inr_nano == charge_of(event, price(gateway, model, provider, native), rate) > 0
+        assert event.route == "/v1/messages" and event.provider == provider
+    assert len(await simulator_batches(sim_url)) == (1 if native else 0)
+
+
+async def test_anthropic_errors_and_402_in_anthropic_shape(gateway):
+    org = await gateway.new_org(credits_inr="0.000001")
+    client = anthropic_sdk(gateway, org)
+    requests = [{"custom_id": "a", "params": {"model": "claude-haiku-4-5", "max_tokens": 20,
+                                              "messages": [{"role": "user", "content": "hi"}]}}]
+    with pytest.raises(anthropic.APIStatusError) as refused:
+        await client.messages.batches.create(requests=requests)
+    assert refused.value.status_code == 402 and refused.value.body["type"] == "error"
+    with pytest.raises(anthropic.NotFoundError):
+        await client.messages.batches.retrieve("msgbatch_nope")
+
+
+async def test_cancelling_charges_the_finished_lines_and_releases_the_rest(make_gateway, config, sim_url):
+    config = msgspec.structs.replace(config, batches=msgspec.structs.replace(config.batches, concurrency=2))
+    gateway = await make_gateway(config)
+    org = await gateway.new_org()
+    client = openai_sdk(gateway, org)
+    file_id = await upload(client, chat_lines("gemini-2.5-flash", 40, text="[sim:latency_ms=200] slow"))
+    batch = await client.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions",
+                                        completion_window="24h")
+    await until(lambda: lines_recorded(gateway, batch.id), lambda lines: len(lines) >= 2)
+    cancelling = await client.batches.cancel(batch.id)
+    assert cancelling.status in ("cancelling", "cancelled") and cancelling.cancelling_at is not None
+    done = await ended(client, batch.id)
+    recorded = await lines_recorded(gateway, batch.id)
+    assert done.status == "cancelled" and 2 <= len(recorded) < 40
+    errors = await jsonl(client, done.error_file_id)
+    never = [line["custom_id"] for line in errors if line["error"]]
+    assert {line["error"]["code"] for line in errors if line["error"]} == {"batch_cancelled"}
+    output = await jsonl(client, done.output_file_id)
+    assert sorted(never + [line["custom_id"] for line in output]) == sorted(f"line-{n}" for n in range(40))
+    charged = sum(e.charged_inr_nano for e in recorded)
+    assert await gateway.balance(org["org_id"]) == Decimal(100) - Decimal(charged) / 10**9
+    assert (await client.batches.cancel(batch.id)).status == "cancelled"  # ended: stays as it is
+
+
+async def test_a_native_batch_cancelled_upstream_and_the_expired_window(gateway, org, sim_url):
+    await pause_simulator(sim_url, True)
+    try:
+        client = openai_sdk(gateway, org)
+        file_id = await upload(client, chat_lines("gpt-4o-mini", 3))
+        batch = await client.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions",
+                                            completion_window="24h")
+        await until(lambda: simulator_batches(sim_url), lambda found: len(found) == 1)
+        await client.batches.cancel(batch.id)
+        done = await ended(client, batch.id)
+    finally:
+        await pause_simulator(sim_url, False)
+    assert done.status == "cancelled" and await lines_recorded(gateway, batch.id) == []
+    assert {line["error"]["code"] for line in await jsonl(client, done.error_file_id)} == {"batch_cancelled"}
+    assert [b["status"] for b in await simulator_batches(sim_url)] == ["cancelled"]
+    assert await gateway.balance(org["org_id"]) == Decimal(100)
+
+
+async def test_a_key_budget_too_small_for_the_worst_case_is_402_at_creation(gateway, org):
+    await gateway.ledger.writer.append(Append(org["org_id"], [KeySpendLimitsSet(
+        key_id=org["key_id"], budget_inr_nano=100_000, budget_period="day")]))
+    client = openai_sdk(gateway, org)
+    file_id = await upload(client, chat_lines("gemini-2.5-flash", 3))
+    await until(lambda: _refused(client, file_id), lambda status: status == 402)
+
+
+async def _refused(client, file_id: str) -> int:
+    try:
+        await client.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h")
+    except openai.APIStatusError as error:
+        return error.status_code
+    return 200
+
+
+async def test_retention_none_keeps_the_answers_only_in_the_output_file(gateway):
+    org = await gateway.new_org(retention="none")
+    client = openai_sdk(gateway, org)
+    batch = await client.batches.create(input_file_id=await upload(client, chat_lines("gemini-2.5-flash", 2)),
+                                        endpoint="/v1/chat/completions", completion_window="24h")
+    done = await ended(client, batch.id)
+    assert len(await jsonl(client, done.output_file_id)) == 2
+    recorder = gateway.server.app[SERVICES].recorder
+    kept = await batch_queries.contents(recorder, [e.content_id for e in await lines_recorded(gateway, batch.id)])
+    assert kept == {}
+
+
+async def test_the_ledger_verifies_and_replays_with_batches(gateway, org):
+    client = openai_sdk(gateway, org)
+    for model in ("gemini-2.5-flash", "gpt-4o-mini"):
+        batch = await client.batches.create(input_file_id=await upload(client, chat_lines(model, 3)),
+                                            endpoint="/v1/chat/completions", completion_window="24h")
+        await ended(client, batch.id)
+    checked, problems = await audit.verify(gateway.server.app[SERVICES].recorder)
+    assert problems == [] and checked > 0
