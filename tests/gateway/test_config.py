@@ -231,6 +231,7 @@ ENV_OVERRIDES = [
     ("GATEWAY_TELEMETRY_OTLP_ENDPOINT", "http://otel:4318", "telemetry.otlp_endpoint", "http://otel:4318"),
     ("GATEWAY_TELEMETRY_SERVICE_NAME", "gw-eu", "telemetry.service_name", "gw-eu"),
     ("GATEWAY_TELEMETRY_CAPTURE_CONTENT", "true", "telemetry.capture_content", True),
+    ("GATEWAY_BATCHES_FILES_PATH", "/srv/files", "batches.files_path", "/srv/files"),
 ]
 
 

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from ledger.events import FileDeleted, FileStored, OrgCreated
 from ledger.recorder import Append, Recorder
 from storage.files import FileStore, LocalFiles, ObjectFiles
+from sweeper.settings import load
 from sweeper.sweep import Sweeper
 from tests.sweeper.sweeper_helpers import as_of, pass_lines, run_sweeper, sweeper_toml
 
@@ -95,3 +96,10 @@ async def test_the_sweeper_process_deletes_expired_files_in_the_bucket(
     assert pass_lines(swept.stderr)[0]["files_deleted"] == 1
     assert not await files.exists(key)
     assert [d.expired for d in await deletions(recorder)] == [True]
+
+
+def test_the_sweeper_reads_the_gateways_files_path(tmp_path):
+    config = tmp_path / "gateway.toml"
+    config.write_text('[batches]\nfiles_path = "/srv/files"\nconcurrency = 4\n')
+    assert load(config, {}).batches.files_path == "/srv/files"
+    assert load(None, {"GATEWAY_BATCHES_FILES_PATH": "/srv/other"}).batches.files_path == "/srv/other"
