@@ -123,3 +123,21 @@ UPSTREAM_IDS = "SELECT upstream_id FROM batches WHERE provider = ? AND upstream_
 async def upstream_ids(recorder: Recorder, provider: str) -> list[str]:
     """Every upstream batch some batch of the provider's was sent as."""
     return [row[0] for row in await recorder._fetch(UPSTREAM_IDS, (provider,))]
+
+
+# The webhooks' batch alerts (gateway.webhooks.alerts) and the dashboard's batch list read these.
+OF_IDS = f"SELECT {COLUMNS} FROM batches WHERE org_id = ? AND batch_id IN ({{}})"
+ORG_PAGE = f"SELECT {COLUMNS} FROM batches WHERE org_id = ? AND position < ? ORDER BY position DESC LIMIT ?"
+
+
+async def of_ids(recorder: Recorder, org_id: str, batch_ids: list[str]) -> dict[str, BatchRow]:
+    """The org's batches among these ids, by id (another org's are left out)."""
+    if not batch_ids:
+        return {}
+    rows = await recorder._fetch(OF_IDS.format(", ".join("?" * len(batch_ids))), (org_id, *batch_ids))
+    return {row.batch_id: row for row in _rows(rows)}
+
+
+async def org_page(recorder: Recorder, org_id: str, before_position: int | None, limit: int) -> list[BatchRow]:
+    """The org's batches of either API, newest first, before the one at `before_position`."""
+    return _rows(await recorder._fetch(ORG_PAGE, (org_id, before_position or 2**62, limit)))

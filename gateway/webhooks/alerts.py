@@ -5,22 +5,27 @@ same events always raise the same alerts under the same ids, however often they 
 An id names what raised the alert: the org, the version of the event in its stream, and the kind.
 Refusals are the exception, one id per key, status and minute, so a client hammering a spent key
 raises one alert a minute, not one per request. A receiver drops a repeated id (at least once).
+
+A batch's end (BatchEnded) raises batch.<its status>; its counts and cost are read off the batch's
+row, which no event changes once the batch has ended, so they too are the same however often read.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import NamedTuple
 
 import msgspec
 
 from ledger import periods
-from ledger.events import CreditsAdded, KeySpendLimitsSet, RequestCompleted, WebhookTestRequested
+from ledger.batch_queries import BatchRow
+from ledger.events import BatchEnded, CreditsAdded, KeySpendLimitsSet, RequestCompleted, WebhookTestRequested
 from ledger.money import format_amount, from_nano
 from ledger.webhooks import Endpoint, Happened, Money
 
 REFUSED = (402, 403)  # what a limit answers (credits, a budget, a model or an expiry)
 US_PER_MINUTE = 60_000_000
 US_PER_HOUR = 3_600_000_000
+BATCH_ERRORS_SHOWN = 10  # a failed validation may name thousands of lines: the first few say why
 
 
 class Message(msgspec.Struct, frozen=True):
@@ -89,8 +94,10 @@ class Standing:
         return sum(amount for (key, day), amount in self.charged.items() if key == key_id and day >= first)
 
 
-def raised(endpoint: Endpoint, org_id: str, standing: Standing, happened: Happened) -> list[Due]:
-    """The alerts one event raises for the endpoint, judged on the money just before it."""
+def raised(endpoint: Endpoint, org_id: str, standing: Standing, happened: Happened,
+           batches: Mapping[str, BatchRow] | None = None) -> list[Due]:
+    """The alerts one event raises for the endpoint, judged on the money just before it (and on
+    `batches`, the ended batches the caller read, by id: see `wants_batches`)."""
     event, wants = happened.event, endpoint.alerts
     found: Iterable[Due] = ()
     match event:
@@ -103,7 +110,16 @@ def raised(endpoint: Endpoint, org_id: str, standing: Standing, happened: Happen
                                                                                    event)]
         case WebhookTestRequested(webhook_id=webhook_id) if webhook_id == endpoint.webhook_id:
             found = [_due(org_id, happened, "webhook.test", {"webhook_id": webhook_id})]
+        case BatchEnded(status=status, batch_id=batch_id) if f"batch.{status}" in wants:
+            found = [_batch_ended(org_id, happened, event, (batches or {}).get(batch_id))]
     return list(found)
+
+
+def wants_batches(endpoint: Endpoint, window: Iterable[Happened]) -> list[str]:
+    """The ids of the batches whose end in `window` raises an alert for the endpoint: the rows
+    `raised` wants read for them."""
+    return [h.event.batch_id for h in window
+            if isinstance(h.event, BatchEnded) and f"batch.{h.event.status}" in endpoint.alerts]
 
 
 def _due(org_id: str, happened: Happened, alert: str, data: dict, detail: str = "") -> Due:
@@ -116,6 +132,20 @@ def _credits(org_id: str, standing: Standing, happened: Happened, event: Credits
     return _due(org_id, happened, "credits.added", {
         "amount_inr": inr(event.amount_inr_nano), "note": event.note,
         "balance_inr": inr(standing.balance_inr_nano + event.amount_inr_nano)})
+
+
+def _batch_ended(org_id: str, happened: Happened, event: BatchEnded, row: BatchRow | None) -> Due:
+    """batch.<status>: the event's own fields, and the batch's counts and cost when its row was read."""
+    data: dict[str, object] = {
+        "batch_id": event.batch_id, "status": event.status, "output_file_id": event.output_file_id or None,
+        "error_file_id": event.error_file_id or None, "ended_at": instant(happened.at_us),
+        "errors": [{"code": e.code, "message": e.message, "line": e.line or None, "param": e.param or None}
+                   for e in event.errors[:BATCH_ERRORS_SHOWN]], "error_count": len(event.errors)}
+    if row is not None:
+        data |= {"api": row.api, "endpoint": row.endpoint, "model": row.model, "created_at": instant(row.created_at_us),
+                 "request_counts": {"total": row.lines, "completed": row.succeeded, "failed": row.failed},
+                 "cost_inr": inr(row.charged_inr_nano)}
+    return _due(org_id, happened, f"batch.{event.status}", data)
 
 
 def _refused(org_id: str, happened: Happened, event: RequestCompleted) -> Due:

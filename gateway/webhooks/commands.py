@@ -3,6 +3,7 @@
 
 import argparse
 from collections.abc import Awaitable, Callable
+from typing import get_args
 
 from gateway.accounts.admin import AdminError
 from gateway.config import Config
@@ -11,7 +12,7 @@ from gateway.webhooks import subscriptions
 from ledger import queries
 from ledger.recorder import Append, Recorded, Recorder
 
-ALERTS = "balance.low, key.budget, key.expiring, credits.added, request.refused, webhook.test"
+ALERTS = ", ".join(get_args(subscriptions.Alert))
 
 
 def add_parser(commands: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -24,7 +24,7 @@ from gateway.webhooks import alerts, backoff
 from gateway.webhooks.alerts import Due, Standing
 from gateway.webhooks.sending import Delivery, Sender
 from gateway.webhooks.subscriptions import Webhooks, secret_name
-from ledger import queries, webhooks
+from ledger import batch_queries, queries, webhooks
 from ledger.events import Event, WebhookAttempted, WebhookDisabled, WebhookPassed
 from ledger.recorder import Append, LedgerError, Recorded, Recorder
 from ledger.webhooks import Endpoint, Happened
@@ -141,8 +141,9 @@ class Deliverer:
         else:
             standing, window = await self._taken_back(org, after)
         dues: list[Due] = []
+        batches = await batch_queries.of_ids(self._recorder, org, alerts.wants_batches(endpoint, window))
         for happened in window:
-            dues += alerts.raised(endpoint, org, standing, happened)
+            dues += alerts.raised(endpoint, org, standing, happened, batches)
             standing.apply(happened.event, happened.at_us)
         judged_to = window[-1].version if window else after
         self._standings[endpoint.webhook_id] = (judged_to, standing)

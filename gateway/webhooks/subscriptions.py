@@ -6,7 +6,7 @@ is shown once, at creation, and kept sealed beside the ledger. Only admin keys m
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from decimal import Decimal
-from typing import Annotated, Literal, NamedTuple, TypeVar
+from typing import Annotated, Literal, NamedTuple, TypeVar, get_args
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -26,11 +26,12 @@ from ledger.recorder import Append, Recorded, Recorder, Secret
 
 T = TypeVar("T")
 Appender = Callable[[Append], Awaitable[list[Recorded]]]  # records a unit durably, or raises why not
-Alert = Literal["balance.low", "key.budget", "key.expiring", "credits.added", "request.refused", "webhook.test"]
+Alert = Literal["balance.low", "key.budget", "key.expiring", "credits.added", "request.refused", "webhook.test",
+                "batch.completed", "batch.failed", "batch.expired", "batch.cancelled"]
 DEFAULT_PERCENT = (50, 80, 100)
 DEFAULT_HOURS = 24
 Url = Annotated[str, msgspec.Meta(min_length=1, max_length=2048)]
-Alerts = Annotated[list[Alert], msgspec.Meta(min_length=1, max_length=6)]
+Alerts = Annotated[list[Alert], msgspec.Meta(min_length=1, max_length=len(get_args(Alert)))]
 Percents = Annotated[list[Annotated[int, msgspec.Meta(ge=1, le=1000)]], msgspec.Meta(min_length=1, max_length=10)]
 Hours = Annotated[int, msgspec.Meta(ge=1, le=8760)]
 

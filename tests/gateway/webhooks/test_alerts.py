@@ -9,7 +9,10 @@ from hypothesis import strategies as st
 
 from gateway.webhooks import alerts
 from gateway.webhooks.alerts import Standing
-from ledger.events import Attempt, CreditsAdded, KeySpendLimitsSet, RequestCompleted, WebhookTestRequested
+from ledger.batch_queries import BatchRow
+from ledger.events import (
+    Attempt, BatchEnded, BatchLineError, CreditsAdded, KeySpendLimitsSet, RequestCompleted, WebhookTestRequested,
+)
 from ledger.webhooks import Endpoint, Happened, Money
 
 DAY_US = 86_400_000_000
@@ -101,6 +104,36 @@ def test_key_expiring_is_timed_from_when_it_fell_due():
     assert (due.message.id, due.message.created_at, due.version) == (
         f"msg_acme.{T0 + 2 * DAY_US}.key.expiring.k1", "2024-10-05T00:00:00.000Z", 0)
     assert due.message.data["expires_at"] == "2024-10-06T00:00:00.000Z"
+
+
+def batch_row(batch_id: str, lines: int, succeeded: int, failed: int, charged: int) -> BatchRow:
+    return BatchRow(batch_id, "acme", 1, "k1", "openai", "/v1/chat/completions", "gpt-4o-mini", "openai", 0, "file-1",
+                    lines, "hold-1", "24h", "{}", T0, T0 + DAY_US, "", None, "", None, "", "", "", succeeded, failed,
+                    charged, 0, 0)
+
+
+def test_a_batch_end_raises_the_alert_of_its_status_with_its_counts():
+    hook = endpoint("batch.completed", "batch.cancelled")
+    events = history(BatchEnded(batch_id="b1", status="completed", output_file_id="file-o"),
+                     BatchEnded(batch_id="b2", status="failed", errors=(BatchLineError("invalid_json", "x", 2),)),
+                     BatchEnded(batch_id="b3", status="cancelled", error_file_id="file-e"))
+    assert alerts.wants_batches(hook, events) == ["b1", "b3"]  # b2's failure is not wanted
+    rows = {"b1": batch_row("b1", 3, 3, 0, INR // 2), "b3": batch_row("b3", 5, 1, 1, INR)}
+    found = [alerts.raised(hook, "acme", Standing(Money(0, {}, {})), h, rows) for h in events]
+    assert [[(d.message.id, d.message.type, d.version) for d in dues] for dues in found] == [
+        [("msg_acme.1.batch.completed", "batch.completed", 1)], [],
+        [("msg_acme.3.batch.cancelled", "batch.cancelled", 3)]]
+    completed, cancelled = found[0][0].message.data, found[2][0].message.data
+    assert completed == {"org_id": "acme", "batch_id": "b1", "status": "completed", "output_file_id": "file-o",
+                         "error_file_id": None, "ended_at": "2024-10-04T00:00:00.000Z", "errors": [], "error_count": 0,
+                         "api": "openai", "endpoint": "/v1/chat/completions", "model": "gpt-4o-mini",
+                         "created_at": "2024-10-04T00:00:00.000Z",
+                         "request_counts": {"total": 3, "completed": 3, "failed": 0}, "cost_inr": "0.5"}
+    assert (cancelled["request_counts"], cancelled["cost_inr"], cancelled["error_file_id"]) == (
+        {"total": 5, "completed": 1, "failed": 1}, "1", "file-e")
+    [failed] = alerts.raised(endpoint("batch.failed"), "acme", Standing(Money(0, {}, {})), events[1])
+    assert failed.message.data["errors"] == [{"code": "invalid_json", "message": "x", "line": 2, "param": None}]
+    assert "request_counts" not in failed.message.data  # no row read: the event's own fields only
 
 
 amounts = st.integers(min_value=0, max_value=50)
