@@ -20,6 +20,7 @@ from gateway.billing.charging import Outcome, record
 from gateway.billing.pricing import Cost, cost_body, cost_fields, model_cost, usage_body
 from gateway.catalogue import Resolved
 from gateway.providers.base import BatchLine, BatchResult
+from gateway.providers.openai import float32
 from gateway.providers.capabilities import BatchProvider
 from gateway.services import Services
 from ledger import batch_queries
@@ -91,18 +92,19 @@ async def _ended(services: Services, row: BatchRow, upstream: Upstream, upstream
 
 async def _record_results(services: Services, row: BatchRow, upstream: Upstream, upstream_id: str) -> None:
     """Record the result of every line the provider ran and the ledger lacks, RECORDING at a time."""
-    ids = [line.custom_id async for line in progress.input_lines(services, row)]
+    lines = [(line.custom_id, line.body.get("encoding_format") == "base64")
+             async for line in progress.input_lines(services, row)]
     done = await batch_queries.recorded(services.recorder, row.batch_id)
     purse = await Purse.of(services.recorder, row.org_id, row.key_id, row.hold_id)
     pending: list[tuple[int, BatchResult]] = []
     async for result in upstream.provider.results(upstream_id, route=row.endpoint, api_key=upstream.api_key):
-        index = _index(result.custom_id, len(ids))
-        if index is None or ids[index] in done or result.outcome in ("canceled", "expired"):
+        index = _index(result.custom_id, len(lines))
+        if index is None or lines[index][0] in done or result.outcome in ("canceled", "expired"):
             continue  # not ours, recorded already, or never run (named in the error file)
         pending.append((index, result))
         if len(pending) >= RECORDING:
-            await _record_all(services, row, upstream, purse, ids, pending)
-    await _record_all(services, row, upstream, purse, ids, pending)
+            await _record_all(services, row, upstream, purse, lines, pending)
+    await _record_all(services, row, upstream, purse, lines, pending)
 
 
 def _index(custom_id: str, lines: int) -> int | None:
@@ -112,15 +114,15 @@ def _index(custom_id: str, lines: int) -> int | None:
     return index if 0 <= index < lines else None
 
 
-async def _record_all(services: Services, row: BatchRow, upstream: Upstream, purse: Purse, ids: list[str],
-                      pending: list[tuple[int, BatchResult]]) -> None:
-    await asyncio.gather(*(_record_line(services, row, upstream, purse, index, ids[index], result)
+async def _record_all(services: Services, row: BatchRow, upstream: Upstream, purse: Purse,
+                      lines: list[tuple[str, bool]], pending: list[tuple[int, BatchResult]]) -> None:
+    await asyncio.gather(*(_record_line(services, row, upstream, purse, index, *lines[index], result)
                            for index, result in pending))
     pending.clear()
 
 
 async def _record_line(services: Services, row: BatchRow, upstream: Upstream, purse: Purse, index: int,
-                       custom_id: str, result: BatchResult) -> None:
+                       custom_id: str, base64: bool, result: BatchResult) -> None:
     """One line's result: charged at batch prices and kept, or its failure recorded, not charged."""
     caller = progress.caller_of(row, progress.request_id(row, index), custom_id)
     model = upstream.model
@@ -133,7 +135,7 @@ async def _record_line(services: Services, row: BatchRow, upstream: Upstream, pu
         outcome = Outcome(route=row.endpoint, model=model.model_id, provider=model.provider_id, status=200,
                           usage=result.reply.usage, cost=cost, byok=bool(upstream.api_key))
         purse.reserve(caller, outcome.charged_inr_nano)
-        kept = {"body": answered(row.endpoint, result, cost)}
+        kept = {"body": answered(row.endpoint, result, cost, base64)}
     try:
         await record(services, caller, outcome, kept)
     except AppendRejected:
@@ -141,12 +143,15 @@ async def _record_line(services: Services, row: BatchRow, upstream: Upstream, pu
         caller.reserved.clear()
 
 
-def answered(route: str, result: BatchResult, cost: Cost) -> dict:
-    """A line's answer as its single route answers: its usage carrying the gateway's cost fields."""
+def answered(route: str, result: BatchResult, cost: Cost, base64: bool = False) -> dict:
+    """A line's answer as its single route answers: its usage carrying the gateway's cost fields
+    (embeddings in the form the line asked for: upstream is always asked for floats)."""
     assert result.reply is not None
     body, usage = result.reply.body, result.reply.body.get("usage") or {}
     if route in ("/v1/chat/completions", "/v1/completions"):
         return {**body, "usage": {**usage, **usage_body(result.reply.usage, cost)}}
     if route == "/v1/embeddings":
-        return {**body, "usage": {**usage, **cost_fields(cost)}}
+        data = [{**item, "embedding": float32.encode(item["embedding"])} for item in body.get("data") or ()] \
+            if base64 else body.get("data")
+        return {**body, "data": data, "usage": {**usage, **cost_fields(cost)}}
     return {**body, "usage": {**usage, **cost_body(cost)}}

@@ -219,3 +219,36 @@ async def test_the_ledger_verifies_and_replays_with_batches(gateway, org):
         await ended(client, batch.id)
     checked, problems = await audit.verify(gateway.server.app[SERVICES].recorder)
     assert problems == [] and checked > 0
+
+
+def _lines(url: str, bodies: list[dict]) -> bytes:
+    return b"".join(json.dumps({"custom_id": f"e{n}", "method": "POST", "url": url, "body": body}).encode() + b"\n"
+                    for n, body in enumerate(bodies))
+
+
+ENDPOINTS = [
+    ("/v1/embeddings", [{"model": "text-embedding-3-small", "input": "one"},
+                        {"model": "text-embedding-3-small", "input": ["two", "three"], "encoding_format": "base64"}],
+     "openai", True),
+    ("/v1/responses", [{"model": "gpt-4o-mini", "input": "hi", "max_output_tokens": 20}], "openai", True),
+    ("/v1/responses", [{"model": "gemini-2.5-flash", "input": "hi", "max_output_tokens": 20}], "google", False),
+    ("/v1/completions", [{"model": "gpt-3.5-turbo-instruct", "prompt": "once", "max_tokens": 10}], "openai", True),
+]
+
+
+@pytest.mark.parametrize(("url", "bodies", "provider", "native"), ENDPOINTS)
+async def test_every_endpoint_runs_as_its_single_route_answers(gateway, org, url, bodies, provider, native):
+    client = openai_sdk(gateway, org)
+    batch = await client.batches.create(input_file_id=await upload(client, _lines(url, bodies)), endpoint=url,
+                                        completion_window="24h")
+    done = await ended(client, batch.id)
+    assert (done.status, done.request_counts.completed) == ("completed", len(bodies)), done
+    output = {line["custom_id"]: line["response"]["body"] for line in await jsonl(client, done.output_file_id)}
+    recorded = {e.custom_id: e for e in await lines_recorded(gateway, batch.id)}
+    for custom_id, body in output.items():
+        event = recorded[custom_id]
+        assert (event.provider, event.route, event.priced.tier) == (provider, url, "batch" if native else "standard")
+        assert event.charged_inr_nano > 0 and "cost_inr" in json.dumps(body["usage"])
+    if url == "/v1/embeddings":
+        assert isinstance(output["e0"]["data"][0]["embedding"], list)
+        assert isinstance(output["e1"]["data"][1]["embedding"], str)  # base64, as the line asked
