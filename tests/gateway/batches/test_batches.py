@@ -4,6 +4,7 @@ simulator), each line recorded once with its batch and custom_id and charged exa
 at its price (regular, or the batch tier), the output and error files as OpenAI writes them."""
 
 import json
+import time
 from decimal import Decimal
 
 import msgspec
@@ -252,3 +253,41 @@ async def test_every_endpoint_runs_as_its_single_route_answers(gateway, org, url
     if url == "/v1/embeddings":
         assert isinstance(output["e0"]["data"][0]["embedding"], list)
         assert isinstance(output["e1"]["data"][1]["embedding"], str)  # base64, as the line asked
+
+
+class MovingClock:
+    """The gateway's ledger clock: the wall clock, moved ahead when the test says."""
+
+    def __init__(self) -> None:
+        self.ahead_us = 0
+
+    def __call__(self) -> int:
+        return time.time_ns() // 1000 + self.ahead_us
+
+
+async def test_a_batch_past_its_24_hours_expires_charging_what_ran(make_gateway, config, sim_url):
+    clock = MovingClock()
+    config = msgspec.structs.replace(config, batches=msgspec.structs.replace(config.batches, concurrency=2))
+    gateway = await make_gateway(config, clock=clock)
+    org = await gateway.new_org()
+    client = openai_sdk(gateway, org)
+    slow = await client.batches.create(
+        input_file_id=await upload(client, chat_lines("gemini-2.5-flash", 30, text="[sim:latency_ms=200] slow")),
+        endpoint="/v1/chat/completions", completion_window="24h")
+    await pause_simulator(sim_url, True)
+    try:
+        native = await client.batches.create(input_file_id=await upload(client, chat_lines("gpt-4o-mini", 3)),
+                                             endpoint="/v1/chat/completions", completion_window="24h")
+        await until(lambda: lines_recorded(gateway, slow.id), lambda lines: len(lines) >= 2)
+        await until(lambda: simulator_batches(sim_url), lambda found: len(found) == 1)
+        clock.ahead_us = 25 * 3600 * 1_000_000
+        done, gone = await ended(client, slow.id), await ended(client, native.id)
+    finally:
+        await pause_simulator(sim_url, False)
+    assert (done.status, gone.status) == ("expired", "expired") and done.expired_at is not None
+    recorded = await lines_recorded(gateway, slow.id)
+    assert 2 <= len(recorded) < 30
+    unrun = [line for line in await jsonl(client, done.error_file_id) if line["error"]]
+    assert {line["error"]["code"] for line in unrun} == {"batch_expired"} and len(unrun) == 30 - len(recorded)
+    charged = sum(e.charged_inr_nano for e in recorded)
+    assert await gateway.balance(org["org_id"]) == Decimal(100) - Decimal(charged) / 10**9
