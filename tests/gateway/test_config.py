@@ -232,6 +232,11 @@ ENV_OVERRIDES = [
     ("GATEWAY_TELEMETRY_SERVICE_NAME", "gw-eu", "telemetry.service_name", "gw-eu"),
     ("GATEWAY_TELEMETRY_CAPTURE_CONTENT", "true", "telemetry.capture_content", True),
     ("GATEWAY_BATCHES_FILES_PATH", "/srv/files", "batches.files_path", "/srv/files"),
+    ("GATEWAY_BATCHES_CONCURRENCY", "32", "batches.concurrency", 32),
+    ("GATEWAY_BATCHES_POLL_INTERVAL_S", "0.5", "batches.poll_interval_s", 0.5),
+    ("GATEWAY_BATCHES_FILE_RETENTION_DAYS", "7", "batches.file_retention_days", 7),
+    *[(f"GATEWAY_PROVIDERS_{name.upper()}_BATCH_API", "false", f"providers.{name}.batch_api", False)
+      for name in ("openai", "anthropic", "google", "groq", "openrouter", "bedrock", "vertex", "azure")],
 ]
 
 
@@ -472,3 +477,11 @@ def test_cli_exits_2_naming_a_missing_config_file(tmp_path):
     assert result.returncode == 2
     missing = tmp_path / "nope.toml"
     assert result.stderr == f"gateway: error: cannot read config file {missing}: No such file or directory\n"
+
+
+def test_batch_api_defaults_to_the_shipped_openai_provider_and_the_anthropic_protocol():
+    from gateway.config import batch_api
+    config = load(None, {"GATEWAY_PROVIDERS_GROQ_BATCH_API": "true", "GATEWAY_PROVIDERS_BEDROCK_BATCH_API": "true"})
+    on = {name for name, provider in config.providers.items() if batch_api(name, provider)}
+    assert on == {"openai", "anthropic", "groq"}  # bedrock's protocol has no batch API the gateway speaks
+    assert not batch_api("openai", load(None, {"GATEWAY_PROVIDERS_OPENAI_BATCH_API": "false"}).providers["openai"])
