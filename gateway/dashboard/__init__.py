@@ -7,6 +7,7 @@ Its routes are declared in `routes.ENDPOINTS` (gateway.routes lists them); nothi
 - `usage`: the overview: balance, spend per day and per model, error rate (GET /v1/usage).
 - `request_log`: the request log, paged by position, and one request with its text (GET /v1/logs).
 - `org_keys`: the organization's API keys: list, create, revoke (/v1/keys).
+- `batches`: the organization's batches of both APIs: progress, cost and files (GET /v1/dashboard/batches).
 - `statements`: a UTC month's statement, JSON and CSV, from the ledger's rollups (GET /v1/statements).
 - `page`: GET /dashboard and its files in static/ (HTML, CSS, ES modules; no build step).
 """

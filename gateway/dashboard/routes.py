@@ -1,11 +1,12 @@
 """The dashboard's routes: its JSON API (GET /v1/usage, the request log at /v1/logs, the
-organization's keys at /v1/keys, its monthly statements at /v1/statements) and its page
+organization's keys at /v1/keys, its monthly statements at /v1/statements, its batches at
+/v1/dashboard/batches) and its page
 (/dashboard). Each API handler parses, calls one function of gateway.dashboard, and renders;
 account data is never cached. The page and its files are public; the API is keyed."""
 
 from aiohttp import web
 
-from gateway.dashboard import org_keys, page, request_log, statements, usage
+from gateway.dashboard import batches, org_keys, page, request_log, statements, usage
 from gateway.edge.bodies import NO_STORE, json_response, parse_body
 from gateway.edge.parsing import LOG_ID_PATTERN
 from gateway.edge.routes import Endpoint, JsonBody, Param
@@ -46,6 +47,12 @@ async def get_log(request: web.Request) -> web.Response:
     return json_response(body, headers=NO_STORE)
 
 
+async def list_batches(request: web.Request) -> web.Response:
+    limit = batches.LIMIT.read(request.query)
+    body = await batches.page(request.app[SERVICES], request[CALLER], limit, request.query.get("before"))
+    return json_response(body, headers=NO_STORE)
+
+
 async def change_key_limits(request: web.Request) -> web.Response:
     _, parsed = await parse_body(request, LIMITS_CHANGE)
     return json_response(await org_keys.change_limits(request.app[SERVICES], request[CALLER],
@@ -79,6 +86,9 @@ ENDPOINTS = (
     Endpoint("GET", "/v1/statements/{month}", get_statement,
              "A UTC month's statement (YYYY-MM): balances, credits, charges by model, key and day",
              query=(FORMAT,), answers={"200": ("application/json", "text/csv")}),
+    Endpoint("GET", "/v1/dashboard/batches", list_batches,
+             "The organization's batches of both APIs, newest first: status, progress, cost so far, files",
+             query=(Param.whole(batches.LIMIT), Param("before", {"type": "string"}, "a page's next_cursor"))),
     Endpoint("GET", KEYS, list_keys, "The organization's API keys"),
     Endpoint("POST", KEYS, create_key, "A new API key (admin keys only)", body=NEW_KEY,
              answers={"201": ("application/json",)}),

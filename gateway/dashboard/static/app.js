@@ -1,6 +1,7 @@
 // The dashboard: sign-in, navigation between sections, sign-out on 401.
 
 import { api, onUnauthorized, session } from "./api.js";
+import { createBatches } from "./batches.js";
 import { announce, byId, setError } from "./dom.js";
 import { createDownloads } from "./downloads.js";
 import { createKeys } from "./keys.js";
@@ -9,7 +10,7 @@ import { createOverview } from "./overview.js";
 import { createRequests } from "./requests.js";
 import { createWebhooks } from "./webhooks.js";
 
-const SECTIONS = ["overview", "requests", "music", "keys", "webhooks"];
+const SECTIONS = ["overview", "requests", "music", "batches", "keys", "webhooks"];
 
 const app = {
   // Bumped on every sign-in and sign-out: an answer arriving for an older epoch is dropped.
@@ -27,6 +28,7 @@ const sections = {
   overview: createOverview(app),
   requests: createRequests(app),
   music: createMusic(app),
+  batches: createBatches(app),
   keys: createKeys(app),
   webhooks: createWebhooks(app),
 };

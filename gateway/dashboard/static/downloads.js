@@ -1,6 +1,6 @@
 // Downloads: a month's statement (JSON, or its charges as CSV) and the org's ledger export
 // (NDJSON, admin keys), fetched with the session key and saved as a file from a Blob: a plain
-// link could not send the key, and the key never goes in a URL.
+// link could not send the key, and the key never goes in a URL. Batches' files use the same two.
 
 import { ApiError, session } from "./api.js";
 import { byId, setError } from "./dom.js";
@@ -44,7 +44,8 @@ export function createDownloads(app) {
   return { reset: () => setError(byId("downloads-error"), "") };
 }
 
-async function fetched(path, accept) {
+/** The body at `path`, fetched with the session key; ApiError with the gateway's message if refused. */
+export async function fetched(path, accept) {
   const headers = { Accept: accept, Authorization: `Bearer ${session.key}` };
   const response = await fetch(path, { headers, cache: "no-store", credentials: "omit", redirect: "error" });
   if (!response.ok) {
@@ -59,7 +60,8 @@ async function fetched(path, accept) {
   return response.blob();
 }
 
-function save(blob, name) {
+/** Saves `blob` as a file named `name`, as a download link would. */
+export function save(blob, name) {
   const url = URL.createObjectURL(blob);
   const link = document.createElement("a");
   link.href = url;
