@@ -141,3 +141,12 @@ async def of_ids(recorder: Recorder, org_id: str, batch_ids: list[str]) -> dict[
 async def org_page(recorder: Recorder, org_id: str, before_position: int | None, limit: int) -> list[BatchRow]:
     """The org's batches of either API, newest first, before the one at `before_position`."""
     return _rows(await recorder._fetch(ORG_PAGE, (org_id, before_position or 2**62, limit)))
+
+
+READING = "SELECT batch_id FROM batches WHERE org_id = ? AND input_file_id = ? AND ended_at_us IS NULL LIMIT 1"
+
+
+async def reading(recorder: Recorder, org_id: str, file_id: str) -> str | None:
+    """The running batch of the org whose input is `file_id`, if one is."""
+    rows = await recorder._fetch(READING, (org_id, file_id))
+    return rows[0][0] if rows else None

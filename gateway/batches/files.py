@@ -21,7 +21,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from gateway.edge.errors import ApiError, bad_request
 from gateway.edge.parsing import NOT_TEXT, whole_number
 from gateway.services import Caller, Services
-from ledger import file_queries
+from ledger import batch_queries, file_queries
 from ledger.events import FileDeleted, FileStored
 from ledger.file_queries import FileRow
 from ledger.recorder import Append, AppendRejected
@@ -176,6 +176,9 @@ async def delete(services: Services, org_id: str, file_id: str) -> dict:
     record = await owned_file(services, org_id, file_id)
     if record.deleted_at_us is not None:
         raise ApiError(404, f"file {file_id!r} was already deleted", code="not_found")
+    if running := await batch_queries.reading(services.recorder, org_id, file_id):
+        raise ApiError(409, f"file {file_id!r} is the input of batch {running}, which is still running; cancel it"
+                            " or wait for it to end", type="invalid_request_error", code="file_in_use")
     _check_storage(services, record)
     try:
         await services.files.delete(record.object_key)

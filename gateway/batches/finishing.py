@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 
 from gateway.batches import files, progress
 from gateway.billing.charging import keeps_text
-from gateway.edge.errors import anthropic_type
+from gateway.edge.errors import ApiError, anthropic_type
 from gateway.jsonio import decode_body, encode
 from gateway.services import Services
 from ledger import batch_queries, leases
@@ -68,11 +68,15 @@ async def _recorded(services: Services, row: BatchRow) -> AsyncIterator[tuple[Li
 
 
 async def _unrun(services: Services, row: BatchRow) -> AsyncIterator[str]:
-    """The custom_ids of lines never recorded (the batch stopped before them)."""
+    """The custom_ids of lines never recorded (the batch stopped before them; none can be named
+    once its input file is gone)."""
     done = await batch_queries.recorded(services.recorder, row.batch_id)
-    async for line in progress.input_lines(services, row):
-        if line.custom_id not in done:
-            yield line.custom_id
+    try:
+        async for line in progress.input_lines(services, row):
+            if line.custom_id not in done:
+                yield line.custom_id
+    except ApiError:
+        return
 
 
 async def _openai_lines(services: Services, row: BatchRow, status: str, *, succeeded: bool) -> AsyncIterator[bytes]:

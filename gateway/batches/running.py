@@ -33,6 +33,7 @@ class BatchRunner:
         self._services = services
         self._running: dict[str, asyncio.Task] = {}
         self._retry_at: dict[str, float] = {}
+        self._held: dict[str, str] = {}  # batch id -> its hold, renewed by this process
 
     async def run(self) -> None:
         """Forever: wait for the turn, run every batch while it lasts."""
@@ -63,6 +64,7 @@ class BatchRunner:
             log.warning("batches_unreadable", error=str(exc)[:200])
             return
         for row in rows:
+            self._hold_alive(row)
             if row.batch_id not in self._running and self._retry_at.get(row.batch_id, 0) <= time.monotonic():
                 task = asyncio.create_task(self._run_one(row), name=f"batch-{row.batch_id}")
                 self._running[row.batch_id] = task
@@ -71,22 +73,30 @@ class BatchRunner:
     def _ended(self, batch_id: str, _: asyncio.Task) -> None:
         self._running.pop(batch_id, None)
 
-    async def _run_one(self, row: BatchRow) -> None:
-        leases = self._services.leases
+    def _hold_alive(self, row: BatchRow) -> None:
+        """Renew the batch's hold while it lives (up to its window and the time to finish), run
+        or waiting to be run again, for as long as this process has the turn."""
         if row.hold_id:
-            leases.track(row.org_id, row.hold_id)
+            self._services.leases.track(row.org_id, row.hold_id)
+            self._held[row.batch_id] = row.hold_id
+
+    async def _run_one(self, row: BatchRow) -> None:
         try:
             await run_batch(self._services, row)
         except (LedgerError, UpstreamError, OSError) as exc:
             self._retry_at[row.batch_id] = time.monotonic() + RETRY_S
             log.warning("batch_run_interrupted", batch_id=row.batch_id, error=str(exc)[:300])
-        finally:
-            leases.untrack(row.hold_id)
+            return
+        self._services.leases.untrack(self._held.pop(row.batch_id, ""))
 
     async def _stop_all(self) -> None:
+        """The turn is over: stop every batch (the next holder takes them on) and renew nothing."""
         for task in self._running.values():
             task.cancel()
         await asyncio.gather(*self._running.values(), return_exceptions=True)
+        for hold_id in self._held.values():
+            self._services.leases.untrack(hold_id)
+        self._held.clear()
 
 
 async def run_batch(services: Services, row: BatchRow) -> None:

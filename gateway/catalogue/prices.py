@@ -57,7 +57,7 @@ class Prices(msgspec.Struct, frozen=True):
         tier = asked if isinstance(asked, str) and asked in self.service_tiers else ""
         return self.ceilings[(tier, passed)]
 
-    def batched(self) -> "Prices":
+    def batched(self) -> Prices:
         """These prices as a line of a provider's batch pays them: the batch tier, whatever its
         prompt's length or the service tier asked for (so a ceiling is taken at them too)."""
         batch = self.tier(0, "", batch=True)

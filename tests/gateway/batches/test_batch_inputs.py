@@ -2,7 +2,6 @@
 failed batch's errors (nothing held, nothing sent), a file that is not the org's batch input a
 400, another org's batch a 404, and a provider that lies in a line's result charged nothing."""
 
-import io
 import json
 
 import pytest
@@ -119,3 +118,15 @@ async def test_a_native_line_with_a_lying_usage_report_is_charged_nothing(gatewa
     assert by_id["ok"].charged_inr_nano > 0 and set(by_id) == {"ok", "liar"}
     assert (by_id["liar"].charged_inr_nano, by_id["liar"].status) == (0, 502)
     assert done.status == "completed"
+
+
+async def test_the_input_of_a_running_batch_cannot_be_deleted(gateway, org):
+    client = openai_sdk(gateway, org)
+    file_id = await upload(client, chat_lines("gemini-2.5-flash", 20, text="[sim:latency_ms=100] slow"))
+    batch = await client.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions",
+                                        completion_window="24h")
+    with pytest.raises(openai.ConflictError) as refused:
+        await client.files.delete(file_id)
+    assert refused.value.body["code"] == "file_in_use"
+    await ended(client, batch.id)
+    assert (await client.files.delete(file_id)).deleted

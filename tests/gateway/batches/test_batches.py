@@ -60,7 +60,7 @@ async def test_a_chat_batch_runs_and_each_line_is_charged_once(gateway, org, sim
         assert body["usage"]["prompt_tokens"] == event.prompt_tokens
         assert to_nano(Decimal(str(body["usage"]["cost_inr"]))) == event.cost_inr_nano
     assert done.cost_inr == pytest.approx(sum(e.charged_inr_nano for e in recorded) / 1e9)
-    assert len([b for b in await simulator_batches(sim_url)]) == (1 if native else 0)
+    assert len(await simulator_batches(sim_url)) == (1 if native else 0)
 
 
 async def test_the_hold_covers_the_worst_case_and_its_rest_is_released(gateway, org):

@@ -68,7 +68,8 @@ def test_every_adapter_listed_under_a_capability_has_its_methods(config, capabil
                 "embedding": capabilities.EmbeddingProvider, "speech": capabilities.SpeechProvider,
                 "transcription": capabilities.TranscriptionProvider, "realtime": capabilities.RealtimeProvider,
                 "music": capabilities.MusicProvider, "completion": capabilities.CompletionProvider,
-                "token_counting": capabilities.TokenCounter, "responses": capabilities.ResponsesProvider}[capability]
+                "token_counting": capabilities.TokenCounter, "responses": capabilities.ResponsesProvider,
+                "batch": capabilities.BatchProvider}[capability]
     methods = [name for name, value in vars(protocol).items() if inspect.iscoroutinefunction(value)]
     from gateway.providers.http import Upstream
 
