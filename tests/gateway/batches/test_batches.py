@@ -33,7 +33,8 @@ def charge_of(event, priced, rate: Decimal) -> int:
 
 
 @pytest.mark.parametrize(("model", "provider", "native"), [("gemini-2.5-flash", "google", False),
-                                                             ("gpt-4o-mini", "openai", True)])
+                                                             ("gpt-4o-mini", "openai", True),
+                                                             ("claude-haiku-4-5", "anthropic", True)])
 async def test_a_chat_batch_runs_and_each_line_is_charged_once(gateway, org, sim_url, model, provider, native):
     client = openai_sdk(gateway, org)
     file_id = await upload(client, chat_lines(model, 5))
@@ -105,7 +106,8 @@ async def test_an_org_that_cannot_cover_the_worst_case_gets_402_and_no_batch(gat
 
 
 @pytest.mark.parametrize(("model", "provider", "native"), [("claude-haiku-4-5", "anthropic", True),
-                                                             ("gemini-2.5-flash", "google", False)])
+                                                             ("gemini-2.5-flash", "google", False),
+                                                             ("gpt-4o-mini", "openai", False)])
 async def test_a_message_batch_with_the_anthropic_sdk(gateway, org, sim_url, model, provider, native):
     client = anthropic_sdk(gateway, org)
     requests = [{"custom_id": f"q{n}", "params": {"model": model, "max_tokens": 20,
