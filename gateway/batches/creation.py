@@ -146,6 +146,8 @@ async def _record(services: Services, caller: Caller, order: Order, plan: Plan, 
         model=first.model_id if first else plan.model, provider=first.provider_id if first else "",
         native=plan.native, input_file_id=order.input_file_id, lines=plan.lines, hold_id="",
         completion_window="24h", expires_at_us=now + WINDOW_US, metadata=order.metadata)
+    if plan.errors and order.api == "anthropic":  # Anthropic refuses such a batch outright
+        raise _refusal(plan.errors)
     if plan.errors:
         await services.writer.append(Append(caller.org_id, [created, BatchEnded(
             batch_id=batch_id, status="failed", errors=tuple(plan.errors))]))
@@ -154,6 +156,13 @@ async def _record(services: Services, caller: Caller, order: Order, plan: Plan, 
         await services.writer.append(Append(caller.org_id, [created]))
         return
     await _hold(services, caller, created, plan.worst_inr_nano + 1)  # the keel: a line's draw never ends it
+
+
+def _refusal(errors: list[BatchLineError]) -> ApiError:
+    """400 naming the bad requests (by their place in `requests`, from 0) and what is wrong."""
+    named = "; ".join(f"requests[{e.line - 1}]: {e.message}" if e.line else e.message for e in errors[:5])
+    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+    return bad_request(f"the batch cannot run: {named}{more}", "requests")
 
 
 async def _hold(services: Services, caller: Caller, created: BatchCreated, amount: int) -> None:

@@ -130,3 +130,15 @@ async def test_the_input_of_a_running_batch_cannot_be_deleted(gateway, org):
     assert refused.value.body["code"] == "file_in_use"
     await ended(client, batch.id)
     assert (await client.files.delete(file_id)).deleted
+
+
+async def test_a_message_batch_with_a_bad_request_is_refused_whole(gateway, org):
+    client = anthropic_sdk(gateway, org)
+    good = {"custom_id": "a", "params": {"model": "claude-haiku-4-5", "max_tokens": 5,
+                                         "messages": [{"role": "user", "content": "hi"}]}}
+    for bad in ({**good, "custom_id": "no spaces allowed"}, good,
+                {"custom_id": "b", "params": {"model": "claude-haiku-4-5", "messages": []}}):
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            await client.messages.batches.create(requests=[good, bad])
+        assert "requests[1]" in refused.value.message
+    assert (await client.messages.batches.list()).data == []
