@@ -67,6 +67,7 @@ bench: install wrk  ## benchmarks (not part of the test run)
 	$(PY) -m bench.tracing
 	$(PY) -m bench.bedrock_stream
 	$(PY) -m bench.catalogue_scale
+	$(PY) -m bench.batches
 
 clean:
 	rm -rf $(VENV) $(CLIENTS_VENV) $(NODE_CLIENTS)/node_modules data .pytest_cache .mypy_cache .ruff_cache

@@ -86,13 +86,6 @@ def sized(timer: timeit.Timer) -> tuple[timeit.Timer, int]:
     return timer, timer.autorange()[0]
 
 
-@contextlib.contextmanager
-def simulator(tmp: Path) -> Iterator[str]:
-    command = [procs.PYTHON, "-m", "simulator", "--port", "0"]
-    with procs.running(command, tmp / "simulator.log", "simulator_ready", procs.clean_env()) as (_, url):
-        yield url
-
-
 def gateway_toml(ledger_url: str, upstream_url: str, catalogue: Path) -> str:
     """bench.gateways' production-like configuration with both providers of the synthetic models
     on the simulator, serving `catalogue`."""
@@ -116,7 +109,7 @@ def gateway(name: str, catalogue: Path, upstream_url: str, tmp: Path) -> Iterato
 def hot_path(files: dict[str, Path], tmp: Path, args: argparse.Namespace) -> dict:
     """Both gateways up at once, driven in turn, --rounds times; their runs, ready times and RSS."""
     result: dict = {name: {"runs": []} for name in files}
-    with simulator(tmp) as upstream, contextlib.ExitStack() as stack:
+    with gateways.simulator(tmp) as upstream, contextlib.ExitStack() as stack:
         targets = {}
         for name, path in files.items():
             targets[name], result[name]["ready_s"] = stack.enter_context(gateway(name, path, upstream, tmp))

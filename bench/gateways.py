@@ -65,6 +65,14 @@ def fake_upstream(tmp: Path, name: str, *options: str) -> Iterator[tuple[subproc
 
 
 @contextlib.contextmanager
+def simulator(tmp: Path, name: str = "simulator") -> Iterator[str]:
+    """The upstream simulator (`python -m simulator`) for the block: its URL."""
+    command = [procs.PYTHON, "-m", "simulator", "--port", "0"]
+    with procs.running(command, tmp / f"{name}.log", "simulator_ready", procs.clean_env()) as (_, url):
+        yield url
+
+
+@contextlib.contextmanager
 def bare_proxy(tmp: Path, upstream_url: str) -> Iterator[Target]:
     """The floor (bench.bare_proxy): aiohttp's server and client alone, in front of the upstream."""
     command = [procs.PYTHON, "-m", "bench.bare_proxy", "--upstream", upstream_url]
@@ -109,9 +117,10 @@ def prepared(name: str, upstream_url: str, tmp: Path) -> Iterator[Prepared]:
 
 
 @contextlib.contextmanager
-def serving(ready: Prepared) -> Iterator[Target]:
-    """`gateway serve` for the block; stopped (SIGTERM, in-flight requests finish) after it."""
+def serving(ready: Prepared, log: Path | None = None) -> Iterator[Target]:
+    """`gateway serve` for the block; stopped (SIGTERM, in-flight requests finish) after it. Each
+    process on the same configuration needs a `log` of its own (its ready line is read from it)."""
     command = [procs.GATEWAY, "serve", "--config", str(ready.config)]
-    log = ready.config.with_suffix(".log")
+    log = log or ready.config.with_suffix(".log")
     with procs.running(command, log, "gateway_ready", procs.clean_env()) as (process, url):
         yield Target(url, ready.key, process.pid)

@@ -62,6 +62,28 @@ def stop(process: subprocess.Popen) -> None:
             process.wait()
 
 
+def kill9(pid: int, timeout_s: float = 30.0) -> None:
+    """SIGKILL `pid` and all its descendants at once (nothing of theirs runs after), and wait until
+    each is dead (a zombie or gone)."""
+    members = process_tree(pid)
+    for member in members:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(member, signal.SIGKILL)
+    deadline = time.monotonic() + timeout_s
+    while any(_alive(member) for member in members):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"process {pid} outlived SIGKILL for {timeout_s} s")
+        time.sleep(0.01)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def process_tree(pid: int) -> list[int]:
     """`pid` and all its descendants (a supervisor's workers), found through /proc."""
     found, pending = [], [pid]
@@ -97,13 +119,18 @@ def _ticks(stat_path: str) -> tuple[int, int]:
     return int(fields[11]), int(fields[12])
 
 
-def rss_kib(pid: int) -> int:
-    """Resident memory of one process (VmRSS), in KiB."""
+def rss_kib(pid: int, field: str = "VmRSS") -> int:
+    """Resident memory of one process (VmRSS; "VmHWM" for its peak so far), in KiB."""
     with open(f"/proc/{pid}/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for process {pid}")
+    raise RuntimeError(f"no {field} for process {pid}")
+
+
+def peak_rss_kib(pid: int) -> int:
+    """The most resident memory one process has had in its life (VmHWM), in KiB."""
+    return rss_kib(pid, "VmHWM")
 
 
 SPARE_FILES = 1024  # descriptors a process needs beyond one per stream (the loop, stdio, imports)
