@@ -3,6 +3,7 @@ itself (a provider without a batch API) and one sent to the provider's own (Open
 simulator), each line recorded once with its batch and custom_id and charged exactly its usage
 at its price (regular, or the batch tier), the output and error files as OpenAI writes them."""
 
+import io
 import json
 import time
 from decimal import Decimal
@@ -10,11 +11,13 @@ from decimal import Decimal
 import msgspec
 import pytest
 
+from gateway.batches import native
 from gateway.edge.state import SERVICES
 from ledger import audit, batch_queries
 from ledger.events import BatchCreated, BatchEnded, CreditsHeld, HoldReleased, KeySpendLimitsSet
 from ledger.money import to_nano
 from ledger.recorder import Append
+from tests.support import PROVIDER_KEY
 from tests.gateway.batches.batch_support import (
     anthropic, anthropic_sdk, chat_lines, ended, jsonl, lines_recorded, message_batch_ended, openai, openai_sdk,
     pause_simulator, simulator_batches, until, upload,
@@ -293,3 +296,28 @@ async def test_a_batch_past_its_24_hours_expires_charging_what_ran(make_gateway,
     assert {line["error"]["code"] for line in unrun} == {"batch_expired"} and len(unrun) == 30 - len(recorded)
     charged = sum(e.charged_inr_nano for e in recorded)
     assert await gateway.balance(org["org_id"]) == Decimal(100) - Decimal(charged) / 10**9
+
+
+async def test_an_upstream_batch_created_before_a_crash_is_found_again(gateway, org, sim_url):
+    """A runner that finds no upstream batch recorded asks the provider first: the one a killed
+    process created (marked with the gateway's batch id) is taken, not created twice."""
+    upstream = openai.AsyncOpenAI(base_url=f"{sim_url}/v1", api_key=PROVIDER_KEY, max_retries=0)
+    uploaded = await upstream.files.create(file=("in.jsonl", io.BytesIO(chat_lines("gpt-4o-mini", 2))),
+                                           purpose="batch")
+    before = await upstream.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
+                                           completion_window="24h", metadata={"gateway_batch_id": "batch_lost"})
+    services = gateway.server.app[SERVICES]
+    row = msgspec.structs.replace(await _any_row(gateway, org), batch_id="batch_lost", upstream_id="",
+                                  created_at_us=services.recorder.clock() - 60_000_000)
+    model = services.catalogue.resolve("gpt-4o-mini")
+    found = native.Upstream(services, row, services.providers.batch["openai"], "", model)
+    assert await found.submitted() == before.id
+    assert len(await simulator_batches(sim_url)) == 2  # the gateway's own batch, and the one found: none new
+
+
+async def _any_row(gateway, org):
+    client = openai_sdk(gateway, org)
+    batch = await client.batches.create(input_file_id=await upload(client, chat_lines("gpt-4o-mini", 1)),
+                                        endpoint="/v1/chat/completions", completion_window="24h")
+    await ended(client, batch.id)
+    return await batch_queries.batch(gateway.server.app[SERVICES].recorder, org["org_id"], batch.id)
