@@ -22,7 +22,7 @@ from gateway.edge.errors import ApiError
 from gateway.services import Caller, Services
 from ledger import batch_queries
 from ledger.batch_queries import BatchRow
-from ledger.recorder import AppendRejected
+from ledger.recorder import Append, AppendRejected
 
 log = structlog.get_logger("gateway.batches.gateway_run")
 
@@ -76,11 +76,26 @@ async def _line(services: Services, row: BatchRow, route: LineRoute, plan: creat
     except (ApiError, msgspec.ValidationError) as error:
         ended = error
         await _refused(services, caller, row, error)
+    except asyncio.CancelledError:
+        unrun(services, caller)  # the runner stopped (its turn over, a shutdown): the next one runs it
+        raise
     except BaseException as error:
         ended = error
         raise
     finally:
         reservations.release_all(services, caller, row.endpoint, ended)
+
+
+def unrun(services: Services, caller: Caller) -> None:
+    """A line stopped before its record: what it holds given back, and no record of it (a single
+    request's would be a 499), so the next runner sends it again."""
+    services.escrow.give_back(caller.reserved)
+    caller.reserved.clear()
+    if caller.holds:
+        for hold in caller.holds:
+            services.leases.untrack(hold.hold_id)
+        services.releases.keep(Append(caller.org_id, [hold.released() for hold in caller.holds]), caller.request_id)
+        caller.holds.clear()
 
 
 async def _refused(services: Services, caller: Caller, row: BatchRow, error: Exception) -> None:

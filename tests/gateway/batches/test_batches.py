@@ -11,10 +11,12 @@ from decimal import Decimal
 import msgspec
 import pytest
 
-from gateway.batches import native
+from gateway.accounts.directory import Principal
+from gateway.batches import gateway_run, native
+from gateway.services import Caller
 from gateway.edge.state import SERVICES
 from ledger import audit, batch_queries
-from ledger.events import BatchCreated, BatchEnded, CreditsHeld, HoldReleased, KeySpendLimitsSet
+from ledger.events import BatchCreated, BatchEnded, CreditsHeld, HoldReleased, KeySpendLimitsSet, RequestCompleted
 from ledger.money import to_nano
 from ledger.recorder import Append
 from tests.support import PROVIDER_KEY
@@ -321,3 +323,41 @@ async def _any_row(gateway, org):
                                         endpoint="/v1/chat/completions", completion_window="24h")
     await ended(client, batch.id)
     return await batch_queries.batch(gateway.server.app[SERVICES].recorder, org["org_id"], batch.id)
+
+
+async def test_a_shutdown_mid_batch_records_no_line_it_stopped(make_gateway, config):
+    """Lines a stopping runner cancels are not recorded (a single request's would be a 499): the next
+    gateway runs them, and every line ends recorded once, answered."""
+    clock = MovingClock()
+    config = msgspec.structs.replace(config, batches=msgspec.structs.replace(config.batches, concurrency=4))
+    first = await make_gateway(config, clock=clock)
+    org = await first.new_org()
+    client = openai_sdk(first, org)
+    batch = await client.batches.create(
+        input_file_id=await upload(client, chat_lines("gemini-2.5-flash", 40, text="[sim:latency_ms=300] slow")),
+        endpoint="/v1/chat/completions", completion_window="24h")
+    await until(lambda: lines_recorded(first, batch.id), lambda lines: len(lines) >= 6)
+    await first.server.close()
+    second = await make_gateway(config, clock=clock)
+    done = await ended(openai_sdk(second, org), batch.id)
+    recorded = await lines_recorded(second, batch.id)
+    assert done.status == "completed" and sorted(e.custom_id for e in recorded) == sorted(
+        f"line-{n}" for n in range(40))
+    assert {e.status for e in recorded} == {200}
+
+
+async def test_a_stopped_line_that_held_on_its_own_releases_its_hold_unrecorded(gateway, org):
+    """The fallback path (a batch whose hold lapsed, its lines holding on their own): a line the
+    runner stops gives its hold back and leaves no record, so the next runner sends it again."""
+    services = gateway.server.app[SERVICES]
+    caller = Caller(Principal(key_id=org["key_id"], org_id=org["org_id"]), "req_line_stopped",
+                    batch_id="batch_x", custom_id="c")
+    hold = CreditsHeld(hold_id="hold_line_stopped", request_id=caller.request_id, amount_inr_nano=5_000,
+                       key_id=org["key_id"], lease_us=60_000_000)
+    await services.writer.append(Append(org["org_id"], [hold]))
+    caller.holds.append(hold)
+    gateway_run.unrun(services, caller)
+    await services.releases.settled()
+    events = [r.event for r in await gateway.events()]
+    assert [e.amount_inr_nano for e in events if isinstance(e, HoldReleased) and e.hold_id == hold.hold_id] == [5_000]
+    assert not [e for e in events if isinstance(e, RequestCompleted)] and caller.holds == []
