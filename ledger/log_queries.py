@@ -36,6 +36,8 @@ class LogRow(NamedTuple):
     anomaly: str  # why it cost more than it held, if it did (RequestCompleted.anomaly)
     price_version: str  # the catalogue prices it was charged at (GET /v1/prices/{version}), and their tier
     price_tier: str
+    batch_id: str  # a line of a batch: the batch and the line's custom_id ("" otherwise)
+    custom_id: str
 
 
 class TrackRow(NamedTuple):

@@ -72,7 +72,8 @@ async def page(services: Services, caller: Caller, query: LogQuery) -> dict:
 def entry(row: LogRow) -> dict:
     """One request as the log shows it: what it cost, at which rate, and what the balance paid."""
     (request_id, position, at_us, route, model, provider, status, stream, key_id, prompt, completion,
-     usd, inr, charged, rate, latency, error, _content_id, anomaly, price_version, price_tier) = row
+     usd, inr, charged, rate, latency, error, _content_id, anomaly, price_version, price_tier, batch_id,
+     custom_id) = row
     return {"id": request_id, "object": "request.log", "log_id": f"{LOG_ID_PREFIX}{position}",
             "created": at_us // 1_000_000, "created_at": iso_time(at_us), "route": route, "model": model,
             "provider": provider, "status": status, "stream": bool(stream), "key_id": key_id,
@@ -81,7 +82,8 @@ def entry(row: LogRow) -> dict:
             "cost_usd": number(from_nano(usd)), "cost_inr": number(from_nano(inr)),
             "charged_inr": number(from_nano(charged)), "usd_to_inr": _rate(rate),
             "latency_ms": latency, "error": error or None, "anomaly": anomaly or None,
-            "price_version": price_version or None, "price_tier": price_tier or None}
+            "price_version": price_version or None, "price_tier": price_tier or None,
+            "batch_id": batch_id or None, "custom_id": custom_id or None}
 
 
 def _rate(text: str) -> msgspec.Raw | None:

@@ -361,3 +361,14 @@ async def test_a_stopped_line_that_held_on_its_own_releases_its_hold_unrecorded(
     events = [r.event for r in await gateway.events()]
     assert [e.amount_inr_nano for e in events if isinstance(e, HoldReleased) and e.hold_id == hold.hold_id] == [5_000]
     assert not [e for e in events if isinstance(e, RequestCompleted)] and caller.holds == []
+
+
+async def test_the_request_log_names_each_lines_batch_and_custom_id(gateway, org):
+    client = openai_sdk(gateway, org)
+    batch = await client.batches.create(input_file_id=await upload(client, chat_lines("gemini-2.5-flash", 2)),
+                                        endpoint="/v1/chat/completions", completion_window="24h")
+    await ended(client, batch.id)
+    logged = await (await gateway.client.get("/v1/logs", headers={"Authorization": f"Bearer {org['api_key']}"})).json()
+    lines = [e for e in logged["data"] if e["batch_id"] == batch.id]
+    assert sorted(e["custom_id"] for e in lines) == ["line-0", "line-1"]
+    assert all(e["status"] == 200 and e["price_tier"] == "standard" for e in lines)
