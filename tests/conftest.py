@@ -123,7 +123,11 @@ async def make_pg_gateway(make_gateway):
         async def start(config: Config) -> Gateway:
             schema = await schemas.enter_async_context(postgres_schema("gw"))
             ledger = msgspec.structs.replace(config.ledger, url=postgres_url(schema=schema))
-            return await make_gateway(msgspec.structs.replace(config, ledger=ledger))
+            gateway = await make_gateway(msgspec.structs.replace(config, ledger=ledger))
+            # Closed before its schema is dropped: its background loops (webhooks, batches) still
+            # read it, and DROP SCHEMA racing a read can deadlock.
+            schemas.push_async_callback(gateway.server.close)
+            return gateway
         yield start
 
 
