@@ -13,7 +13,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import NamedTuple
 
-from ledger import chains, checkpoints, projections, queries
+from ledger import chains, checkpoints, projections, queries, tree_audit
 from ledger.chains import Head
 from ledger.parallel import Crew
 from ledger.partitions import StreamRange, stream_ranges
@@ -115,11 +115,17 @@ async def verification(recorder: Recorder, *, workers: int = 1, incremental: boo
             checked, problems, heads = await chains.check_range(recorder, 1, last, size=batch)
             return Verification(checked, problems, last, heads, full=False)
         async with Crew(workers_for(recorder, last, workers)) as crew:
-            return await _verify_all(crew, recorder, last)
+            verified = await _verify_all(crew, recorder, last)
+        if verified.problems:
+            return verified
+        return verified._replace(problems=await tree_audit.rebuilt(recorder))
 
 
 async def _from_checkpoint(recorder: Recorder, start: checkpoints.Checkpoint, last: int, batch: int
                            ) -> Verification:
+    if not start.legacy:
+        checked, problems, heads = await tree_audit.continued(recorder, start, last, batch)
+        return Verification(checked, problems, last, heads, full=False)
     checked, problems, heads = await chains.check_range(recorder, start.verified.upto + 1, last, start.heads(), batch)
     problems = await chains.heads_changed(recorder, start.heads(), start.verified.upto) + problems
     return Verification(checked, problems, last, heads, full=False)
@@ -245,15 +251,16 @@ class Follower:
 
 
 async def keep_verified(recorder: Recorder, *, workers: int = 1, incremental: bool = True,
-                        signer: Signer | None = None, with_projections: bool = True, batch: int = chains.BATCH
-                        ) -> tuple[Verification, int | None]:
+                        signer: Signer | None = None, with_projections: bool = True, batch: int = chains.BATCH,
+                        origin: str = checkpoints.ORIGIN) -> tuple[Verification, int | None]:
     """Verify (from the last checkpoint, unless not `incremental`) and, when the ledger verifies
-    and has moved on since that checkpoint, record a new one (signed, given a signer); returns the
-    verification and the new checkpoint's position (None: none recorded)."""
+    and has moved on since that checkpoint, grow the tree and record its head (signed, given a
+    signer); returns the verification and the new checkpoint's position (None: none recorded)."""
     verified = await verification(recorder, workers=workers, incremental=incremental,
                                   with_projections=with_projections, batch=batch)
     previous = await checkpoints.latest(recorder)
-    if verified.problems or (previous is not None and not previous.moved_on(verified.heads)):
+    if verified.problems or not verified.upto or (
+            previous is not None and not previous.moved_on(verified.heads, verified.upto)):
         return verified, None
-    return verified, await checkpoints.record(recorder, verified.upto, verified.heads, full=verified.full,
-                                              signer=signer)
+    return verified, await checkpoints.record_tree(recorder, verified.upto, full=verified.full, signer=signer,
+                                                   origin=origin)

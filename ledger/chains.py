@@ -87,17 +87,24 @@ async def gapless(recorder: Recorder, upto: int) -> bool:
     return count == last == upto and first == min(1, upto)
 
 
-async def heads_changed(recorder: Recorder, heads: dict[str, Head], upto: int) -> list[str]:
-    """Where the stored log no longer holds the heads a checkpoint at `upto` named, each head
-    rehashed from its stored event and the hash before it: a rewritten head would otherwise pass,
-    since the events after it link to the checkpoint's hash."""
-    wanted = [(s, v - step) for s, (v, _) in heads.items() for step in (0, 1) if v - step > 0]
+async def stored_events(recorder: Recorder, wanted: list[tuple[str, int]], upto: int) -> dict[tuple[str, int], tuple]:
+    """The stored rows (position, stream, version, type, time, data, hash) of these (stream,
+    version) events, those at or before position `upto`."""
     stored: dict[tuple[str, int], tuple] = {}
     for start in range(0, len(wanted), LOOKUPS):
         chunk = wanted[start:start + LOOKUPS]
         sql = EVENTS_AT.format(pairs=", ".join([PAIR] * len(chunk)))
         rows = await recorder._fetch(sql, [value for pair in chunk for value in pair] + [upto])
         stored.update({(row[1], row[2]): row for row in rows})
+    return stored
+
+
+async def heads_changed(recorder: Recorder, heads: dict[str, Head], upto: int) -> list[str]:
+    """Where the stored log no longer holds the heads a checkpoint at `upto` named, each head
+    rehashed from its stored event and the hash before it: a rewritten head would otherwise pass,
+    since the events after it link to the checkpoint's hash."""
+    wanted = [(s, v - step) for s, (v, _) in heads.items() for step in (0, 1) if v - step > 0]
+    stored = await stored_events(recorder, wanted, upto)
     return [f"stream {stream} v{version}: no longer the event the checkpoint at {upto} verified"
             for stream, (version, digest) in sorted(heads.items())
             if not _holds(stored.get((stream, version)), stored.get((stream, version - 1)), digest)]

@@ -341,6 +341,12 @@ class LedgerVerified(Event, frozen=True, tag="ledger_verified"):
     key_id: str = ""
     public_key: str = ""
     signature: str = ""
+    # A signed tree head (ledger.tree, ledger.notes): the Merkle tree of the log's first `tree_size`
+    # events, its root (base64) and the C2SP signed note stating both. Such a checkpoint names no
+    # stream's head (`heads` empty): its size does not grow with the number of organizations.
+    tree_size: int = 0
+    root: str = ""
+    note: str = ""
 
 
 class FileStored(Event, frozen=True, tag="file_stored"):

@@ -8,9 +8,12 @@ request whose cost is not its tokens at its prices and rate or whose charge brea
 rule (ledger.charges), and, given the published price versions (`--prices DIR`), a charge whose
 prices are not those its version published for its tier at its time (ledger.price_check). It
 sums the credits, charges and holds into the balance. Given the
-published checkpoints (GET /v1/ledger/checkpoints), it finds the stream's head at each one in the
-export and requires its leaf among the checkpoint's signed leaves (ledger.signing), so history
-rewritten after a checkpoint, or events cut from its end, show.
+published checkpoints (GET /v1/ledger/checkpoints) and the operator's proofs (`--proofs`, from
+`gateway ledger fetch-proofs`), it verifies each tree head's signed note, that every tree head
+extends the one before it, and that the export's newest event under each is a leaf of its tree
+(ledger.proof_check): history rewritten, dropped or forked between checkpoints shows. Checkpoints
+from before tree heads (with every stream's leaf) are held as they were: the stream's head at each
+must be among its signed leaves (ledger.signing).
 """
 
 import argparse
@@ -24,6 +27,7 @@ from pathlib import Path
 import msgspec
 
 from ledger import charges, signing
+from ledger.proof_check import ProofMismatch, Proofs, TreeCheck, TreeHead
 from ledger.events import CreditsAdded, CreditsHeld, HoldReleased, RequestCompleted, decode_event, event_type, is_slice
 from ledger.export import envelope
 from ledger.money import format_amount, from_nano
@@ -62,8 +66,25 @@ class Published(msgspec.Struct, frozen=True):
     signature: str = ""
 
 
+class PublicKey(msgspec.Struct, frozen=True):
+    key_id: str
+    public_key_pem: str
+
+
 class PublishedCheckpoints(msgspec.Struct, frozen=True):
-    checkpoints: list[Published]
+    """GET /v1/ledger/checkpoints: tree heads (and, in files from before them, legacy checkpoints)."""
+
+    checkpoints: list[dict]
+    public_keys: list[PublicKey] = []
+
+    def legacy(self) -> list[Published]:
+        return [msgspec.convert(c, Published) for c in self.checkpoints if "tree_size" not in c]
+
+    def tree_heads(self) -> list[TreeHead]:
+        return [msgspec.convert(c, TreeHead) for c in self.checkpoints if "tree_size" in c]
+
+    def keys(self) -> dict[str, bytes]:
+        return {key.key_id: signing.public_raw(key.public_key_pem.encode()) for key in self.public_keys}
 
 
 class Seen(msgspec.Struct, frozen=True):
@@ -110,8 +131,9 @@ class Checker:
     """Feed it the export's lines in order (`feed`), then `finish` for the totals."""
 
     def __init__(self, published: Iterable[Published] = (), trusted: frozenset[str] | None = None,
-                 partial: bool = False, prices: PricesDir | None = None) -> None:
-        self.prices = prices
+                 partial: bool = False, prices: PricesDir | None = None, tree: TreeCheck | None = None) -> None:
+        self.prices, self.tree = prices, tree
+        self.tree_pending = [head.tree_size for head in tree.heads] if tree else []
         self.pending = sorted(published, key=lambda c: c.upto)
         self.partial = partial  # the export may begin after the stream's first event (?after=, --from)
         self.trusted = trusted
@@ -133,6 +155,8 @@ class Checker:
         self._count(number, head, data)
         while self.pending and self.pending[0].upto < head.position:
             self._at_checkpoint(number, self.pending.pop(0))
+        while self.tree_pending and self.tree_pending[0] < head.position:
+            self._at_tree_head(number, self.tree_pending.pop(0))
         self.last = Seen(head.position, head.version, digest)
         self.first = self.first or self.last
 
@@ -218,10 +242,21 @@ class Checker:
                            " history was rewritten after it, events are missing, or the export predates it")
         self.matched += 1
 
+    def _at_tree_head(self, number: int, tree_size: int) -> None:
+        """The last line read is the stream's newest event in the tree of `tree_size`: a leaf of it."""
+        if self.last is None or self.tree is None:  # the stream began after it: nothing to hold
+            return
+        try:
+            self.tree.newest(self.last.position, self.last.hash, tree_size)
+        except ProofMismatch as exc:
+            raise Mismatch(number, self.last.position, str(exc)) from None
+
     def finish(self, lines: int) -> dict:
         """The totals, after the last line; the checkpoints after the export's last event hold its end."""
         while self.pending:
             self._at_checkpoint(lines, self.pending.pop(0))
+        while self.tree_pending:
+            self._at_tree_head(lines, self.tree_pending.pop(0))
         return self.report()
 
     def report(self) -> dict:
@@ -236,7 +271,11 @@ class Checker:
                 "held_inr": _inr(totals["held"]) if whole else None,
                 "escrow_inr": _inr(totals["escrow"]) if whole else None, "requests": totals["requests"],
                 "charges_recomputed": totals["recomputed"], "checkpoints_matched": self.matched,
-                "checkpoints_unsigned": self.unsigned, "signing_keys": sorted(self.keys),
+                "checkpoints_unsigned": self.unsigned + (self.tree.unsigned if self.tree else 0),
+                "signing_keys": sorted(self.keys | (self.tree.signers if self.tree else set())),
+                "tree_heads": len(self.tree.heads) if self.tree else 0,
+                "tree_heads_included": self.tree.included if self.tree else 0,
+                "consistency_proofs": self.tree.chained if self.tree else 0,
                 "prices_checked": self.prices.checked if self.prices else None}
 
 
@@ -256,32 +295,41 @@ def _base64(text: str) -> bytes:
 
 
 def check(lines: Iterable[bytes], published: Iterable[Published] = (), trusted: frozenset[str] | None = None,
-          partial: bool = False, prices: PricesDir | None = None) -> dict:
+          partial: bool = False, prices: PricesDir | None = None, tree: TreeCheck | None = None) -> dict:
     """The report of an export's lines (Mismatch at the first that is wrong); a `partial` one may
-    begin after the stream's first event; `prices`, the published price versions, if given."""
-    checker, number = Checker(published, trusted, partial, prices), 0
+    begin after the stream's first event; `prices`, the published price versions, if given; `tree`,
+    the tree heads and their proofs."""
+    checker, number = Checker(published, trusted, partial, prices, tree), 0
     for number, raw in enumerate(lines, start=1):
         checker.feed(number, raw)
     return checker.finish(number)
 
 
 def check_file(path: str, checkpoints: str | None = None, public_keys: Sequence[str] = (), partial: bool = False,
-               prices: str | None = None) -> dict:
-    """`check` of an export file, against a file of published checkpoints and the PEM public keys
-    at `public_keys` (trusted: a checkpoint signed by another key is a mismatch), if given."""
-    published: list[Published] = []
+               prices: str | None = None, proofs: str | None = None) -> dict:
+    """`check` of an export file, against a file of published checkpoints with the operator's
+    proofs and the PEM public keys at `public_keys` (trusted: a checkpoint signed by another key is
+    a mismatch), if given."""
+    trusted = frozenset(signing.key_id(signing.public_raw(Path(key).read_bytes())) for key in public_keys) or None
+    published, tree = [], None
     if checkpoints is not None:
-        with open(checkpoints, "rb") as file:
-            published = msgspec.json.decode(file.read(), type=PublishedCheckpoints).checkpoints
-    trusted = frozenset(signing.key_id(signing.public_raw(Path(key).read_bytes())) for key in public_keys)
+        listed = msgspec.json.decode(Path(checkpoints).read_bytes(), type=PublishedCheckpoints)
+        given = msgspec.json.decode(Path(proofs).read_bytes(), type=Proofs) if proofs else None
+        published = listed.legacy()
+        try:
+            tree = TreeCheck(listed.tree_heads(), listed.keys(), given, trusted)
+        except ProofMismatch as exc:
+            raise Mismatch(0, None, str(exc)) from None
     with open(path, "rb") as file:
-        return check(file, published, trusted or None, partial, PricesDir(prices) if prices else None)
+        return check(file, published, trusted, partial, PricesDir(prices) if prices else None, tree)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The check's arguments, as `gateway ledger check-export` and `python -m ledger.export_check` take them."""
     parser.add_argument("file", help="an export: GET /v1/ledger/events or gateway ledger export")
     parser.add_argument("--checkpoints", metavar="FILE", help="the JSON of GET /v1/ledger/checkpoints")
+    parser.add_argument("--proofs", metavar="FILE", help="the operator's proofs of the tree heads"
+                                                          " (gateway ledger fetch-proofs)")
     parser.add_argument("--public-key", action="append", default=[], metavar="PEM",
                         help="trust only checkpoints signed by this key (GET /v1/ledger/public-key); repeatable")
     parser.add_argument("--prices", metavar="DIR", help="the published price versions: one {version}.json each,"
@@ -293,7 +341,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Exit 0 when the export is consistent (report on stdout), 1 with the first mismatch on stderr."""
     try:
-        report = check_file(args.file, args.checkpoints, args.public_key, args.partial, args.prices)
+        report = check_file(args.file, args.checkpoints, args.public_key, args.partial, args.prices, args.proofs)
     except (Mismatch, OSError, msgspec.DecodeError, signing.SigningKeyError) as exc:
         print(f"check-export: {exc}", file=sys.stderr)
         return 1

@@ -11,7 +11,7 @@ from contextlib import AbstractAsyncContextManager
 import hashlib
 import operator
 import time
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping, Sequence
 
 import msgspec
 
@@ -27,7 +27,7 @@ _request_amounts = operator.attrgetter(*REQUEST_AMOUNTS)
 GENESIS_HASH = bytes(32)
 # The version of the stored schema this code needs. Bump it with every schema change; a
 # migrating open (`gateway ledger migrate`, or any command on first use) brings a store up to it.
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 SCHEMA_VERSIONS = "CREATE TABLE IF NOT EXISTS ledger_schema (version INTEGER NOT NULL, applied_at_us BIGINT NOT NULL)"
 CURRENT_VERSION = "SELECT COALESCE(MAX(version), 0) FROM ledger_schema"
 
@@ -363,6 +363,12 @@ class Recorder(abc.ABC):
         """Purge the body of up to `limit` content rows recorded before `before_us`, oldest
         first, marking them removed at `now_us`; returns how many. Events and their hashes
         are untouched, so every chain still verifies. The only change ever made to content."""
+
+    @abc.abstractmethod
+    async def put_tiles(self, from_size: int, to_size: int, tiles: Mapping[tuple[int, int], bytes]) -> bool:
+        """Grow the Merkle tree's stored tiles (ledger.tree) from `from_size` leaves to `to_size`,
+        writing `tiles` ((tile level, index) -> hashes) in one transaction; False, writing nothing,
+        when the stored tree is no longer `from_size` leaves (another process grew it first)."""
 
     @abc.abstractmethod
     async def remove_text_of(self, content_prefix: str, now_us: int) -> int:

@@ -93,6 +93,10 @@ TABLES: dict[str, tuple[str, ...]] = {
               "deleted_at_us INTEGER", "expired INTEGER NOT NULL DEFAULT 0"),
     "files_deleted": ("file_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "position INTEGER NOT NULL",
                       "expired INTEGER NOT NULL", "deleted_at_us INTEGER NOT NULL"),
+    # The log's Merkle tree (ledger.tree): its tiles, and how many leaves it has.
+    "merkle_tiles": ("level INTEGER NOT NULL", "idx INTEGER NOT NULL", "hashes BLOB NOT NULL",
+                     "PRIMARY KEY (level, idx)"),
+    "merkle_tree": ("name TEXT PRIMARY KEY", "size INTEGER NOT NULL"),
     # Each batch (ledger.events.BatchCreated ..), its lines' outcomes summed as they are recorded.
     "batches": ("batch_id TEXT PRIMARY KEY", "org_id TEXT NOT NULL", "position INTEGER NOT NULL",
                 "key_id TEXT NOT NULL", "api TEXT NOT NULL", "endpoint TEXT NOT NULL", "model TEXT NOT NULL",

@@ -13,7 +13,7 @@ import contextvars
 import re
 import uuid
 from typing import cast
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
@@ -39,6 +39,11 @@ from ledger.backends.timeouts import (
 )
 
 APPEND_LOCK = 7_381_446_205_117  # pg_advisory_xact_lock key: one writer of the log at a time
+TREE_LOCK = APPEND_LOCK + 2  # one grower of the Merkle tree at a time (pg_schema.SCHEMA_LOCK is + 1)
+PUT_TILE = ("INSERT INTO merkle_tiles (level, idx, hashes) VALUES ($1, $2, $3)"
+            " ON CONFLICT (level, idx) DO UPDATE SET hashes = excluded.hashes")
+PUT_TREE_SIZE = ("INSERT INTO merkle_tree (name, size) VALUES ('log', $1)"
+                 " ON CONFLICT (name) DO UPDATE SET size = excluded.size")
 
 
 def begin_append(timeout_s: float) -> str:
@@ -280,6 +285,16 @@ class PostgresRecorder(Recorder):
         async with self._connection() as db:
             status = await db.execute(REMOVE_TEXT_OF, now_us, *prefix_range(content_prefix))
         return int(status.rpartition(" ")[2])
+
+    @translating
+    async def put_tiles(self, from_size: int, to_size: int, tiles: Mapping[tuple[int, int], bytes]) -> bool:
+        async with self._connection() as db, db.transaction():
+            await db.execute("SELECT pg_advisory_xact_lock($1)", TREE_LOCK)  # growers race: one writes
+            if (await db.fetchval("SELECT size FROM merkle_tree WHERE name = 'log'") or 0) != from_size:
+                return False
+            await db.executemany(PUT_TILE, [(level, index, hashes) for (level, index), hashes in tiles.items()])
+            await db.execute(PUT_TREE_SIZE, to_size)
+        return True
 
     @translating
     async def rebuild(self, events: AsyncIterable[list[Recorded]]) -> None:

@@ -13,7 +13,7 @@ import contextvars
 import os
 import sqlite3
 import tempfile
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
@@ -36,6 +36,10 @@ from ledger.backends import turns, write_lock
 REMOVE_TEXT = ("UPDATE content SET body = NULL, removed_at_us = ? WHERE content_id IN"
                " (SELECT content_id FROM content WHERE body IS NOT NULL AND created_at_us < ?"
                " ORDER BY created_at_us LIMIT ?)")
+PUT_TILE = ("INSERT INTO merkle_tiles (level, idx, hashes) VALUES (?, ?, ?)"
+            " ON CONFLICT (level, idx) DO UPDATE SET hashes = excluded.hashes")
+PUT_TREE_SIZE = ("INSERT INTO merkle_tree (name, size) VALUES ('log', ?)"
+                 " ON CONFLICT (name) DO UPDATE SET size = excluded.size")
 REMOVE_TEXT_OF = ("UPDATE content SET body = NULL, removed_at_us = ? WHERE content_id >= ? AND content_id < ?"
                   " AND body IS NOT NULL")
 _COLUMN_TYPES = (int, str, int, int, str, bytes, bytes)  # of a SELECT_EVENTS row
@@ -276,6 +280,24 @@ class SQLiteRecorder(Recorder):
         async with self._exclusive():
             cursor = await self._connected.writer.execute(REMOVE_TEXT, (now_us, before_us, limit))
             return cursor.rowcount
+
+    @translating
+    async def put_tiles(self, from_size: int, to_size: int, tiles: Mapping[tuple[int, int], bytes]) -> bool:
+        async with self._exclusive():  # the one writer of the file: no other grower can interleave
+            db = self._connected.writer
+            await db.execute("BEGIN IMMEDIATE")
+            try:
+                rows = list(await db.execute_fetchall("SELECT size FROM merkle_tree WHERE name = 'log'"))
+                if (rows[0][0] if rows else 0) != from_size:
+                    await db.rollback()
+                    return False
+                await db.executemany(PUT_TILE, [(level, index, hashes) for (level, index), hashes in tiles.items()])
+                await db.execute(PUT_TREE_SIZE, (to_size,))
+                await db.commit()
+            except BaseException:
+                await db.rollback()
+                raise
+        return True
 
     @translating
     async def remove_text_of(self, content_prefix: str, now_us: int) -> int:

@@ -6,11 +6,12 @@ ones and swaps them in, one table or all; a checkpoint lets the next verificatio
 """
 
 import asyncio
+import base64
 
 import msgspec
 import pytest
 
-from ledger import audit, checkpoints
+from ledger import audit, checkpoints, tree
 from ledger.events import Draw
 from tests.ledger.ledger_helpers import (
     append_ok, credits, hold, key, org, populate, projection_tables, release, request, unit,
@@ -116,7 +117,9 @@ class AuditContract:
         assert (first.checked, first.problems, first.full, at) == (11, [], True, 12)
         latest = await checkpoints.latest(recorder)
         assert latest is not None and latest.position == 12 and latest.verified.upto == 11
-        assert {h.stream_id: h.version for h in latest.verified.heads} == {"acme": 7, "beta": 4}
+        # A tree head: the log's first 11 events as a Merkle tree, no stream's head (ledger.tree)
+        assert (latest.verified.heads, latest.verified.tree_size) == ((), 11)
+        assert base64.b64decode(latest.verified.root) == await tree.root(recorder, 11)
         await append_ok(recorder, unit("beta", credits(1)), unit("acme", credits(2)))
         second, at = await audit.keep_verified(recorder)
         assert (second.checked, second.problems, second.full, second.upto, at) == (3, [], False, 14, 15)
@@ -137,7 +140,9 @@ class AuditContract:
         await self.execute_raw(tmp_path, "UPDATE events SET recorded_at_us = recorded_at_us - 1 WHERE position = 13")
         await self.execute_raw(tmp_path, "UPDATE events SET hash = ? WHERE position = 11", [bytes(32)])  # beta v4
         verified, at = await audit.keep_verified(recorder)
-        assert (verified.problems, at) == (["stream beta v4: no longer the event the checkpoint at 11 verified"], None)
+        assert at is None and verified.problems[:2] == [
+            "stream beta v4: no longer the event the checkpoint at 11 verified",
+            "stream beta v4: not the event the tree head at 11 holds"]
 
     async def test_only_a_full_verification_sees_a_change_inside_the_checkpointed_prefix(self, recorder, tmp_path):
         await populate(recorder)

@@ -29,6 +29,7 @@ from tests.ledger.claims_contract import ClaimsContract
 from tests.ledger.leases_contract import LeasesContract
 from tests.ledger.queries_contract import QueriesContract
 from tests.ledger.statements_contract import StatementsContract
+from tests.ledger.tree_contract import TreeContract
 from tests.ledger.webhooks_contract import WebhooksContract
 from tests.ledger.ledger_helpers import (
     HELLO_POSITION, POPULATED, append_ok, content, credits, expired, hold, key, music, org, populate,
@@ -46,7 +47,7 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-class RecorderContract(AuditContract, BudgetsContract, ClaimsContract, ExportContract, LeasesContract,
+class RecorderContract(AuditContract, BudgetsContract, ClaimsContract, ExportContract, LeasesContract, TreeContract,
                        QueriesContract, StatementsContract, WebhooksContract, abc.ABC):
     """Shared tests; a subclass provides the backend through the abstract hooks below."""
 

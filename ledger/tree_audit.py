@@ -1,0 +1,91 @@
+"""Verifying the log's Merkle tree (ledger.tree) and continuing from a tree head.
+
+From a tree head (a checkpoint at tree size N): the stored tree must still have the signed root
+at N; each stream the events after N touch continues from its stored head at N, which must still
+hash as recorded and be a leaf of that signed tree (an inclusion proof against its root), so a
+head rewritten in place is caught; then the chains after N are checked as ever. A full
+verification rebuilds the whole tree from the events and compares every stored tile, and every
+tree head's root at its size: a rewritten, dropped or reordered event shows in both.
+"""
+
+import base64
+
+from ledger import chains, merkle, tree
+from ledger.chains import Head
+from ledger.checkpoints import Checkpoint, newest
+from ledger.recorder import Recorder
+
+CHECKPOINTS_READ = 100_000  # every tree head a full verification compares (they are ~300 bytes each)
+
+
+async def continued(recorder: Recorder, start: Checkpoint, last: int, batch: int
+                    ) -> tuple[int, list[str], dict[str, Head]]:
+    """(events checked, problems, heads) of the events after tree head `start`, up to `last`."""
+    size, signed_root = start.verified.tree_size, base64.b64decode(start.verified.root)
+    try:
+        stored_root = await tree.root(recorder, size)
+    except merkle.ProofError as exc:
+        return 0, [f"the tree head at {size}: {exc}"], {}
+    problems = [] if stored_root == signed_root else [f"the stored tree's root at {size} is not its tree head's"]
+    heads, found = await _heads_at(recorder, size, last, signed_root)
+    checked, more, heads = await chains.check_range(recorder, size + 1, last, heads, batch)
+    return checked, problems + found + more, heads
+
+
+async def _heads_at(recorder: Recorder, size: int, last: int, root: bytes) -> tuple[dict[str, Head], list[str]]:
+    """Each stream's head at `size` of the streams the events after it touch, and why any is not
+    what the tree head at `size` holds."""
+    first: dict[str, int] = {}
+    async for batch in chains.ranged(recorder, size + 1, last):
+        for r in batch:
+            first.setdefault(r.stream_id, r.version)
+    rows = await chains.stored_events(recorder, [(s, v - 1) for s, v in first.items() if v > 1], size)
+    heads = {stream: (version, bytes(row[-1])) for (stream, version), row in rows.items()}
+    missing = [f"stream {s}: its event v{v - 1} is not in the log before position {size + 1}"
+               for s, v in first.items() if v > 1 and s not in heads]
+    return heads, missing + await chains.heads_changed(recorder, heads, size) + await _unproven(
+        recorder, rows, size, root)
+
+
+async def _unproven(recorder: Recorder, rows: dict[tuple[str, int], tuple], size: int, root: bytes) -> list[str]:
+    """The heads whose stored event is not the leaf the signed tree has at its position."""
+    ranges = {position: merkle.inclusion_ranges(position - 1, size) for position, *_ in rows.values()}
+    wanted = {node for found in ranges.values() for lo, hi in found for node in merkle.perfect(lo, hi)}
+    nodes = await tree.hashes_of(recorder, list(wanted))
+    problems = []
+    for (stream, version), row in rows.items():
+        path = merkle.prove(ranges[row[0]], lambda _: nodes)
+        if merkle.root_from_inclusion(row[0] - 1, size, merkle.leaf_hash(bytes(row[-1])), path) != root:
+            problems.append(f"stream {stream} v{version}: not the event the tree head at {size} holds")
+    return problems
+
+
+async def rebuilt(recorder: Recorder, batch: int = tree.READ_BATCH) -> list[str]:
+    """Rebuild the tree from the events and compare it with the stored tiles and every tree head."""
+    stored_size, heads = await tree.size(recorder), await _tree_heads(recorder)
+    built = tree.Builder()
+    after, problems = 0, list[str]()
+    while built.size < stored_size and (events := await recorder.read(after, min(batch, stored_size - after))):
+        for leaf in tree.leaves(events):
+            built.add(leaf)
+            if built.size in heads and base64.b64encode(built.root()).decode() != heads[built.size]:
+                problems.append(f"the tree head at {built.size} does not match the log's events")
+        after = events[-1].position
+        problems += await _tiles_differ(recorder, {tile: hashes for tile, hashes in built.taken().items()
+                                                   if len(hashes) == tree.WIDTH * tree.HASH})
+    problems += await _tiles_differ(recorder, built.edge_tiles())
+    if built.size != stored_size:
+        problems.append(f"the stored tree has {stored_size} leaves, the log {built.size} events to that point")
+    return problems
+
+
+async def _tree_heads(recorder: Recorder) -> dict[int, str]:
+    return {c.verified.tree_size: c.verified.root for c in await newest(recorder, None, CHECKPOINTS_READ)
+            if not c.legacy}
+
+
+async def _tiles_differ(recorder: Recorder, built: dict[tuple[int, int], bytes]) -> list[str]:
+    """The built tiles that differ from the stored ones."""
+    stored = await tree.tiles(recorder, built)
+    return [f"stored tile {tile} differs from the one the events make" for tile, hashes in sorted(built.items())
+            if stored.get(tile) != hashes]
