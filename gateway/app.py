@@ -244,7 +244,8 @@ async def services_ctx(app: web.Application) -> AsyncIterator[None]:
     maintaining = [asyncio.create_task(escrow.maintain(), name="holds")]
     if config.ledger.checkpoint_interval_s:
         maintaining.append(asyncio.create_task(checkpointing.keep(
-            ledger.recorder, signer, config.ledger.checkpoint_interval_s), name="checkpoints"))
+            ledger.recorder, signer, config.ledger.checkpoint_interval_s, origin=config.ledger.log_origin),
+            name="checkpoints"))
     yield
     for task in maintaining:
         task.cancel()

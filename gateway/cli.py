@@ -20,7 +20,7 @@ from gateway.jsonio import lines
 from gateway.accounts.redaction import Redactor
 from gateway.accounts.sealing import Sealer
 from gateway.webhooks import commands as webhook_commands
-from ledger import audit, export, export_check, projections, queries
+from ledger import audit, export, export_check, projections, proofs, queries
 from ledger.signing import Signer, SigningKeyError
 from ledger.recorder import SCHEMA_VERSION, LedgerUnavailable, Recorder, SchemaOutOfDate
 
@@ -67,6 +67,11 @@ def _export_parsers(ledger_commands: argparse._SubParsersAction, common: argpars
     export.add_argument("--from", dest="since", metavar="ISO", help="events recorded from this time on")
     export.add_argument("--to", dest="until", metavar="ISO", help="events recorded before this time")
     export.add_argument("--out", metavar="FILE", help="write here (default: standard output)")
+    fetch = ledger_commands.add_parser(
+        "fetch-proofs", parents=[common], help="the proofs of an org's export under every tree head (for check-export)")
+    fetch.add_argument("org_id")
+    fetch.add_argument("--export", required=True, metavar="FILE", help="the org's export (gateway ledger export)")
+    fetch.add_argument("--out", required=True, metavar="FILE", help="where to write the proofs (JSON)")
     export_check.add_arguments(ledger_commands.add_parser(
         "check-export", help="check an export offline (no database, no config)"))
     keygen = ledger_commands.add_parser("keygen", help="write a new Ed25519 key to sign checkpoints with")
@@ -194,9 +199,12 @@ async def ledger_command(recorder: Recorder, args: argparse.Namespace) -> int:
         return 0
     if args.action == "export":
         return await _export(recorder, args)
+    if args.action == "fetch-proofs":
+        return await _fetch_proofs(recorder, args)
     if args.incremental or args.checkpoint:
         return _verified(*await audit.keep_verified(recorder, workers=args.jobs, incremental=args.incremental,
-                                                    signer=Signer.configured(args.signing_key)))
+                                                    signer=Signer.configured(args.signing_key),
+                                                    origin=args.log_origin))
     checked, problems = await audit.verify(recorder, workers=args.jobs)
     sys.stdout.buffer.write(lines({"ok": not problems, "events_checked": checked, "problems": problems}))
     return 1 if problems else 0
@@ -213,6 +221,20 @@ async def _export(recorder: Recorder, args: argparse.Namespace) -> int:
             out.write(page)
     finally:
         out.close() if args.out else out.flush()
+    return 0
+
+
+async def _fetch_proofs(recorder: Recorder, args: argparse.Namespace) -> int:
+    """Every tree head's proofs for the org's export: what its offline check needs."""
+    with open(args.export, "rb") as file:  # noqa: ASYNC230 (a command: nothing else runs)
+        heads = [export_check.read_line(number, raw)[:2] for number, raw in enumerate(file, start=1)]
+    events = [(head.position, digest) for head, digest in heads if head.stream_id == args.org_id]
+    found = await proofs.for_export(recorder, args.org_id, events)
+    with open(args.out, "wb") as out:  # noqa: ASYNC230
+        out.write(proofs.encoded(found))
+    sys.stdout.buffer.write(lines({"ok": True, "org_id": args.org_id, "tree_heads": len(found.heads),
+                                   "inclusion_proofs": len(found.inclusion),
+                                   "consistency_proofs": len(found.consistency)}))
     return 0
 
 
@@ -276,6 +298,6 @@ def _run(args: argparse.Namespace, config: Config) -> int:
         case "catalogue":
             return catalogue_commands.run(args, config)
         case "ledger":
-            args.signing_key = config.ledger.signing_key
+            args.signing_key, args.log_origin = config.ledger.signing_key, config.ledger.log_origin
             return asyncio.run(with_recorder(config, lambda r: ledger_command(r, args)))
     return 0

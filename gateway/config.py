@@ -68,6 +68,13 @@ class LedgerConfig(Section, frozen=True):
     # file's path. Empty: checkpoints are recorded unsigned. A new key leaves old checkpoints
     # verifiable: each carries the public key that signed it.
     signing_key: str = ""
+    # The log's name in its checkpoints (C2SP signed notes, ledger.notes): their first line and the
+    # signing key's name. No spaces, no "+".
+    log_origin: str = "ai-gateway/ledger"
+
+    def __post_init__(self) -> None:
+        if not self.log_origin or any(c.isspace() or c == "+" for c in self.log_origin):
+            raise ValueError("ledger.log_origin must be non-empty, without spaces or '+'")
 
 
 class RedisConfig(Section, frozen=True):

@@ -15,6 +15,7 @@ from ledger.chains import Head
 from ledger.checkpoints import Checkpoint, newest
 from ledger.recorder import Recorder
 
+LAST_LEAF = "SELECT stream_id, version FROM events WHERE position = ?"
 CHECKPOINTS_READ = 100_000  # every tree head a full verification compares (they are ~300 bytes each)
 
 
@@ -39,12 +40,21 @@ async def _heads_at(recorder: Recorder, size: int, last: int, root: bytes) -> tu
     async for batch in chains.ranged(recorder, size + 1, last):
         for r in batch:
             first.setdefault(r.stream_id, r.version)
-    rows = await chains.stored_events(recorder, [(s, v - 1) for s, v in first.items() if v > 1], size)
+    wanted = [(s, v - 1) for s, v in first.items() if v > 1]
+    rows = await chains.stored_events(recorder, [*wanted, *await _last_leaf(recorder, size)], size)
     heads = {stream: (version, bytes(row[-1])) for (stream, version), row in rows.items()}
-    missing = [f"stream {s}: its event v{v - 1} is not in the log before position {size + 1}"
-               for s, v in first.items() if v > 1 and s not in heads]
-    return heads, missing + await chains.heads_changed(recorder, heads, size) + await _unproven(
-        recorder, rows, size, root)
+    missing = [f"stream {s}: its event v{v} is not in the log before position {size + 1}"
+               for s, v in wanted if s not in heads]
+    changed = await chains.heads_changed(recorder, heads, size)
+    continued = {stream: heads[stream] for stream, _ in wanted if stream in heads}
+    return continued, missing + changed + await _unproven(recorder, rows, size, root)
+
+
+async def _last_leaf(recorder: Recorder, size: int) -> list[tuple[str, int]]:
+    """The (stream, version) of the tree's last leaf, checked too: whatever continues, the tree
+    head's newest event must still be the one it signed."""
+    rows = await recorder._fetch(LAST_LEAF, (size,))
+    return [(rows[0][0], rows[0][1])] if rows else []
 
 
 async def _unproven(recorder: Recorder, rows: dict[tuple[str, int], tuple], size: int, root: bytes) -> list[str]:

@@ -38,7 +38,8 @@ async def open_sweeper(settings: Settings) -> AsyncIterator[Sweeper]:
             files = file_store(store, local_root(settings.batches.files_path, settings.ledger.url))
             yield Sweeper(recorder, store, settings.storage.retention_days, settings.retention.text_days,
                           checkpoint_interval_s=settings.ledger.checkpoint_interval_s,
-                          signer=Signer.configured(settings.ledger.signing_key), files=files)
+                          signer=Signer.configured(settings.ledger.signing_key), files=files,
+                          origin=settings.ledger.log_origin)
     finally:
         await recorder.close()
 

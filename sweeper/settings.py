@@ -36,6 +36,7 @@ class LedgerSettings(Section, frozen=True):
     # Signs those checkpoints (ledger.signing): an Ed25519 private key in PEM, as env:NAME or a
     # file's path, the gateway's [ledger] signing_key. Empty: unsigned.
     signing_key: str = ""
+    log_origin: str = "ai-gateway/ledger"  # the gateway's [ledger] log_origin: the checkpoints' name
 
 
 class SweeperSettings(Section, frozen=True):

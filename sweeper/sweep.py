@@ -54,9 +54,10 @@ class Sweeper:
 
     def __init__(self, recorder: Recorder, store: ObjectStore | None, retention_days: int,
                  text_days: int = 0, page: int = MAX_KEYS_PER_DELETE, checkpoint_interval_s: float = 0,
-                 signer: Signer | None = None, files: FileStore | None = None) -> None:
+                 signer: Signer | None = None, files: FileStore | None = None,
+                 origin: str = checkpoints.ORIGIN) -> None:
         self._recorder, self._store, self._page, self._files = recorder, store, page, files
-        self._checkpoint_interval_s, self._signer = checkpoint_interval_s, signer
+        self._checkpoint_interval_s, self._signer, self._origin = checkpoint_interval_s, signer, origin
         self._retention_days, self._text_days = retention_days, text_days
         self._failed_before: set[str] = set()
         self.stopping = asyncio.Event()  # set to end the pass after the page in hand
@@ -100,7 +101,8 @@ class Sweeper:
         latest = await checkpoints.latest(self._recorder)
         if latest is not None and latest.age_s() < self._checkpoint_interval_s:
             return
-        verified, report.checkpoint = await audit.keep_verified(self._recorder, signer=self._signer)
+        verified, report.checkpoint = await audit.keep_verified(self._recorder, signer=self._signer,
+                                                                origin=self._origin)
         report.verified_upto, report.ledger_problems = verified.upto, verified.problems[:10]
 
     async def _sweep_page(self, tracks: list[DueTrack], report: PassReport, failed: dict[str, str]) -> None:

@@ -36,8 +36,8 @@ class Param(msgspec.Struct, frozen=True):
     where: str = "query"
 
     @classmethod
-    def whole(cls, number: WholeNumber) -> "Param":
-        return cls(number.name, number.schema(), number.description)
+    def whole(cls, number: WholeNumber, required: bool = False) -> "Param":
+        return cls(number.name, number.schema(), number.description, required)
 
     def spec(self) -> dict:
         spec = {"name": self.name, "in": self.where, "schema": self.schema or {"type": "string"},

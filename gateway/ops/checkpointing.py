@@ -22,7 +22,8 @@ BATCH = 500
 Sleep = Callable[[float], Awaitable[None]]
 
 
-async def keep(recorder: Recorder, signer: Signer | None, interval_s: float, sleep: Sleep = asyncio.sleep) -> None:
+async def keep(recorder: Recorder, signer: Signer | None, interval_s: float, sleep: Sleep = asyncio.sleep, *,
+               origin: str = checkpoints.ORIGIN) -> None:
     """Until cancelled: a checkpoint whenever the last is `interval_s` old. Each wait ends a little
     late, by chance, and is then measured again: of the processes sharing a ledger (workers,
     replicas), the first to wake records it and the others find it recent."""
@@ -31,7 +32,7 @@ async def keep(recorder: Recorder, signer: Signer | None, interval_s: float, sle
         try:
             if (due := await _due_in(recorder, interval_s, time.monotonic() - started)) > 0:
                 await sleep(due + random.uniform(0, interval_s / 10))
-            elif not await _record(recorder, signer):  # nothing new, or it does not verify: not again at once
+            elif not await _record(recorder, signer, origin):  # nothing new, or it does not verify: not again at once
                 await sleep(interval_s)
         except LedgerError as exc:  # the database away or a timeout: try again an interval later
             log.warning("checkpoint_failed", error=str(exc))
@@ -45,9 +46,10 @@ async def _due_in(recorder: Recorder, interval_s: float, running_s: float) -> fl
     return max(0.0, interval_s - (running_s if latest is None else latest.age_s()))
 
 
-async def _record(recorder: Recorder, signer: Signer | None) -> bool:
+async def _record(recorder: Recorder, signer: Signer | None, origin: str) -> bool:
     """Whether a checkpoint was recorded."""
-    verified, position = await audit.keep_verified(recorder, signer=signer, with_projections=False, batch=BATCH)
+    verified, position = await audit.keep_verified(recorder, signer=signer, with_projections=False, batch=BATCH,
+                                                   origin=origin)
     if verified.problems:
         log.error("ledger_does_not_verify", problems=verified.problems[:10], verified_upto=verified.upto)
     elif position is not None:

@@ -233,6 +233,7 @@ ENV_OVERRIDES = [
     ("GATEWAY_TELEMETRY_CAPTURE_CONTENT", "true", "telemetry.capture_content", True),
     ("GATEWAY_BATCHES_FILES_PATH", "/srv/files", "batches.files_path", "/srv/files"),
     ("GATEWAY_BATCHES_CONCURRENCY", "32", "batches.concurrency", 32),
+    ("GATEWAY_LEDGER_LOG_ORIGIN", "ledger.example.com", "ledger.log_origin", "ledger.example.com"),
     ("GATEWAY_BATCHES_POLL_INTERVAL_S", "0.5", "batches.poll_interval_s", 0.5),
     ("GATEWAY_BATCHES_FILE_RETENTION_DAYS", "7", "batches.file_retention_days", 7),
     *[(f"GATEWAY_PROVIDERS_{name.upper()}_BATCH_API", "false", f"providers.{name}.batch_api", False)

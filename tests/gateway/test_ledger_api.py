@@ -18,7 +18,7 @@ import pytest
 
 from gateway.accounts import admin
 from gateway.edge.state import SERVICES
-from ledger import export, signing
+from ledger import export, notes, signing
 from ledger.signing import Signer
 from tests.gateway.gateway_helpers import run_cli_async
 from tests.ledger.export_contract import forged, stored_data
@@ -85,16 +85,28 @@ async def download(gateway, api_key: str, **query: str) -> list[bytes]:
     return (await response.read()).splitlines(keepends=True)
 
 
-async def checkpoints_published(gateway, min_upto: int) -> dict:
-    """GET /v1/ledger/checkpoints, with no key, once the gateway has checkpointed past `min_upto`."""
+async def checkpoints_published(gateway, min_size: int) -> dict:
+    """GET /v1/ledger/checkpoints, with no key, once the gateway has a tree head of `min_size` events."""
     async def published() -> dict:
         response = await gateway.client.get(CHECKPOINTS)
         assert response.status == 200
         return await response.json()
-    body = await poll(published, lambda body: body["checkpoints"] and body["checkpoints"][0]["upto"] >= min_upto,
+    body = await poll(published, lambda body: body["checkpoints"] and body["checkpoints"][0]["tree_size"] >= min_size,
                       timeout=DEADLINE_S)
-    assert body["checkpoints"] and body["checkpoints"][0]["upto"] >= min_upto, f"no checkpoint past {min_upto}"
+    assert body["checkpoints"] and body["checkpoints"][0]["tree_size"] >= min_size, f"no tree head of {min_size}"
     return body
+
+
+async def fetched_proofs(gateway, org_id: str, lines: list[bytes], tmp_path: Path) -> Path:
+    """`gateway ledger fetch-proofs` run by the operator on the gateway's ledger: the proofs file."""
+    config, export_file, out = tmp_path / "operator.toml", tmp_path / "for-proofs.ndjson", tmp_path / "proofs.json"
+    config.write_text(f'[ledger]\nurl = "{gateway.ledger.recorder.url}"\n')
+    export_file.write_bytes(b"".join(lines))
+    result = await run_cli_async("ledger", "fetch-proofs", org_id, "--export", str(export_file), "--out", str(out),
+                                 "--config", str(config))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["tree_heads"] >= 1
+    return out
 
 
 async def at_rest(gateway, org_id: str) -> None:
@@ -129,13 +141,17 @@ async def test_a_customer_verifies_their_bill_and_catches_tampering(signing_gate
     pem = await (await gateway.client.get(PUBLIC_KEY)).text()
     assert signing.key_id(signing.public_raw(pem.encode())) == signer.key_id
     (tmp_path / "public.pem").write_text(pem)
-    pinned = ("--checkpoints", str(tmp_path / "checkpoints.json"), "--public-key", str(tmp_path / "public.pem"))
+    proofs = await fetched_proofs(gateway, org["org_id"], lines, tmp_path)
+    pinned = ("--checkpoints", str(tmp_path / "checkpoints.json"), "--public-key", str(tmp_path / "public.pem"),
+              "--proofs", str(proofs))
 
     code, report, stderr = await check_export(tmp_path, lines, *pinned)
     assert code == 0, stderr
     assert Decimal(report["balance_inr"]) == await gateway.balance(org["org_id"])
     assert report["requests"] == succeeded + 1 and report["charges_recomputed"] == succeeded
-    assert report["checkpoints_matched"] >= 1 and report["signing_keys"] == [signer.key_id]
+    assert report["tree_heads_included"] >= 1 and report["signing_keys"] == [signer.key_id]
+    code, _, stderr = await check_export(tmp_path, lines, *pinned[:4])  # a tree head without its proofs
+    assert code == 1 and "no proofs" in stderr
 
     await statement_equals_export(gateway, org["api_key"], lines)
 
@@ -156,8 +172,9 @@ async def test_a_customer_verifies_their_bill_and_catches_tampering(signing_gate
             for raw in rewritten[2:]])
     again = await download(gateway, org["api_key"])
     assert (await check_export(tmp_path, again))[0] == 0  # consistent on its own
+    await fetched_proofs(gateway, org["org_id"], again, tmp_path)  # from the operator's changed ledger
     code, _, stderr = await check_export(tmp_path, again, *pinned)
-    assert code == 1 and "signed another head" in stderr and "position" in stderr
+    assert code == 1 and "history was rewritten" in stderr and "position" in stderr
 
 
 async def statement_equals_export(gateway, api_key: str, lines: list[bytes]) -> None:
@@ -231,20 +248,25 @@ async def test_without_a_signing_key_checkpoints_are_unsigned_and_there_is_no_pu
     org = await gateway.new_org("5")
     lines = await download(gateway, org["api_key"])
     body = await checkpoints_published(gateway, msgspec.json.decode(lines[-1])["position"])
-    assert body["checkpoints"][0]["signature"] == "" and body["public_keys"] == []
+    assert body["checkpoints"][0]["key_id"] == "" and body["public_keys"] == []
+    assert "\u2014" not in body["checkpoints"][0]["note"]  # a note's text, signed by no key
     missing = await gateway.client.get(PUBLIC_KEY)
     assert missing.status == 404 and "signing_key" in (await missing.json())["error"]["message"]
 
 
-async def test_a_checkpoint_publishes_leaves_not_streams(signing_gateway):
+async def test_a_tree_head_is_a_signed_note_naming_no_stream(signing_gateway, signer):
     org = await signing_gateway.new_org("5")
     lines = await download(signing_gateway, org["api_key"])
     body = await checkpoints_published(signing_gateway, msgspec.json.decode(lines[-1])["position"])
     text = json.dumps(body)
     assert org["org_id"] not in text and msgspec.json.decode(lines[-1])["hash"] not in text
     [key] = body["public_keys"]
-    assert key["current"] and base64.b64decode(body["checkpoints"][0]["public_key"]) == signing.public_raw(
-        key["public_key_pem"].encode())
+    head = body["checkpoints"][0]
+    assert set(head) == {"tree_size", "root_hash", "recorded_at", "note", "key_id", "position"}
+    public = signing.public_raw(key["public_key_pem"].encode())
+    assert key["current"] and key["key_id"] == head["key_id"] == signer.key_id
+    stated = notes.opened(head["note"], "ai-gateway/ledger", public)
+    assert (stated.size, base64.b64encode(stated.root).decode()) == (head["tree_size"], head["root_hash"])
 
 
 async def test_the_operator_s_export_is_the_same_lines(gateway, tmp_path):

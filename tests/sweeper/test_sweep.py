@@ -4,7 +4,7 @@ import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 
-from ledger import audit, checkpoints, signing
+from ledger import audit, checkpoints, notes
 from ledger.backends.sqlite import SQLiteRecorder
 from ledger.signing import Signer
 from storage.objects import ObjectStore
@@ -179,9 +179,11 @@ async def test_a_pass_keeps_the_ledger_verified_from_checkpoint_to_checkpoint(re
     run_sql(recorder.path, "DROP TRIGGER events_are_immutable",
             ("UPDATE events SET recorded_at_us = recorded_at_us + 1 WHERE position = ?", [latest.verified.upto]))
     eager = await Sweeper(recorder, store, retention_days=30, checkpoint_interval_s=1e-6).run_pass(later)
-    head, upto = latest.verified.heads[0], latest.verified.upto
-    assert eager.checkpoint is None and eager.ledger_problems == [
-        f"stream {head.stream_id} v{head.version}: no longer the event the checkpoint at {upto} verified"]
+    [(stream, version)] = await recorder._fetch("SELECT stream_id, version FROM events WHERE position = ?",
+                                                (latest.verified.upto,))
+    upto = latest.verified.upto
+    assert eager.checkpoint is None and eager.ledger_problems[0] == (
+        f"stream {stream} v{version}: no longer the event the checkpoint at {upto} verified")
     assert (await checkpoints.latest(recorder)) == latest
 
 
@@ -192,8 +194,8 @@ async def test_a_sweeper_with_a_signing_key_signs_its_checkpoints(recorder, stor
         await created_at(recorder))
     [published] = [c.published() for c in await checkpoints.newest(recorder, None, 10)]
     assert report.checkpoint == published["position"] and published["key_id"] == signer.key_id
-    assert signing.verify(published["public_key"], published["signature"],
-                          signing.message(published["upto"], bytes.fromhex(published["root"])))
+    stated = notes.opened(published["note"], checkpoints.ORIGIN, signer.public_raw)
+    assert stated.size == published["tree_size"] == report.verified_upto
 
 
 async def test_a_sweeper_set_not_to_verify_records_no_checkpoint(recorder, store):
