@@ -8,7 +8,7 @@ CLIENTS_STAMP := $(CLIENTS_VENV)/.installed
 NODE_CLIENTS := tests/clients/node
 NODE_STAMP := $(NODE_CLIENTS)/node_modules/.installed
 
-.PHONY: install clients browser wrk run lint test stress-test fuzz bench clean
+.PHONY: install clients browser wrk tlog-go run lint test stress-test fuzz bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,16 +36,23 @@ run: install  ## the gateway + upstream simulator on the embedded default; print
 browser:  ## Debian's Chromium for tests/browser, when missing (without it they skip; in CI they fail)
 	@bash .ci/apt-install /usr/bin/chromium chromium || echo "Chromium is not installed: the browser tests will skip (and fail in CI)"
 
+# Debian's Go and its golang.org/x/mod (the checksum database's note and tlog verifiers), which
+# tests/ledger/test_tlog_go.py builds tests/ledger/tlogverify from in GOPATH mode, offline.
+tlog-go:  ## Debian's Go and golang.org/x/mod sources for tests/ledger/test_tlog_go.py, when missing (without them it skips; in CI it fails)
+	@bash .ci/apt-install go golang-go || echo "Go is not installed: tests/ledger/test_tlog_go.py will skip (and fail in CI)"
+	@bash .ci/apt-install /usr/share/gocode/src/golang.org/x/mod/sumdb/note golang-golang-x-mod-dev \
+		|| echo "golang.org/x/mod is not installed: tests/ledger/test_tlog_go.py will skip (and fail in CI)"
+
 lint: install  ## ruff over the code and the tests, mypy over the packages (settings in pyproject.toml)
 	$(VENV)/bin/ruff check
 	$(VENV)/bin/mypy
 
-test: install clients browser wrk lint  ## the linters, then every test, against real sockets, SQLite files, services and a real browser
+test: install clients browser wrk tlog-go lint  ## the linters, then every test, against real sockets, SQLite files, services and a real browser
 	$(PY) -m pytest
 
 # A busy CI runner: two CPU-bound processes run beside the suite for its whole duration and are
 # stopped after it, whatever its outcome (the exit status is the suite's). PYTEST_ARGS picks tests.
-stress-test: install clients browser wrk  ## every test, as `make test` runs them, with two CPU burners beside them
+stress-test: install clients browser wrk tlog-go  ## every test, as `make test` runs them, with two CPU burners beside them
 	@for n in 1 2; do $(PY) -c 'while True: pass' & burners="$$burners $$!"; done; \
 	trap 'kill $$burners' EXIT; \
 	$(PY) -m pytest $(PYTEST_ARGS)
