@@ -263,4 +263,4 @@ async def keep_verified(recorder: Recorder, *, workers: int = 1, incremental: bo
             previous is not None and not previous.moved_on(verified.heads, verified.upto)):
         return verified, None
     return verified, await checkpoints.record_tree(recorder, verified.upto, full=verified.full, signer=signer,
-                                                   origin=origin)
+                                                   origin=origin, batch=batch)

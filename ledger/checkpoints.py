@@ -115,10 +115,10 @@ async def record(recorder: Recorder, upto: int, heads: dict[str, Head], *, full:
 
 
 async def record_tree(recorder: Recorder, upto: int, *, full: bool, signer: signing.Signer | None = None,
-                      origin: str = ORIGIN) -> int:
-    """Grow the tree to `upto` (verified) and record its head, signed as a note given a signer;
-    returns the checkpoint's position."""
-    if await tree.grow(recorder, upto) < upto:
+                      origin: str = ORIGIN, batch: int = tree.READ_BATCH) -> int:
+    """Grow the tree to `upto` (verified; `batch` events at a time) and record its head, signed as a
+    note given a signer; returns the checkpoint's position."""
+    if await tree.grow(recorder, upto, batch) < upto:
         raise LedgerError(f"the Merkle tree could not be grown to {upto} events")
     root = await tree.root(recorder, upto)
     body = notes.text(origin, upto, root, (f"time {_time(recorder.clock())}",))

@@ -172,13 +172,14 @@ async def builder(recorder: Recorder) -> Builder:
     return Builder(at, edge, [(node[0], found[node]) for node in nodes])
 
 
-async def grow(recorder: Recorder, upto: int) -> int:
-    """Add the events after the stored tree's size, up to position `upto`, as leaves; the size
-    it then has (another process's growth, if it won the race, is kept and this one dropped)."""
+async def grow(recorder: Recorder, upto: int, batch: int = READ_BATCH) -> int:
+    """Add the events after the stored tree's size, up to position `upto`, as leaves, `batch` at
+    a time (a server's small: each holds its loop); the size it then has (another process's
+    growth, if it won the race, is kept and this one dropped)."""
     built = await builder(recorder)
     start = built.size
-    async for batch in _after(recorder, start, upto):
-        for leaf in leaves(batch):
+    async for events in _after(recorder, start, upto, batch):
+        for leaf in leaves(events):
             built.add(leaf)
         if built.size - start >= WRITE_EVERY or built.size >= upto:
             if not await recorder.put_tiles(start, built.size, built.taken()):
@@ -189,8 +190,8 @@ async def grow(recorder: Recorder, upto: int) -> int:
     return built.size
 
 
-async def _after(recorder: Recorder, after: int, upto: int) -> AsyncIterator[list[Recorded]]:
-    while after < upto and (batch := await recorder.read(after, min(READ_BATCH, upto - after))):
+async def _after(recorder: Recorder, after: int, upto: int, size: int) -> AsyncIterator[list[Recorded]]:
+    while after < upto and (batch := await recorder.read(after, min(size, upto - after))):
         batch = [r for r in batch if r.position <= upto]
         if not batch or batch[0].position != after + 1:
             raise merkle.ProofError(f"the log has a gap after position {after}: no tree can be grown over it")
