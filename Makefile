@@ -75,6 +75,7 @@ bench: install wrk  ## benchmarks (not part of the test run)
 	$(PY) -m bench.bedrock_stream
 	$(PY) -m bench.catalogue_scale
 	$(PY) -m bench.batches
+	$(PY) -m bench.tlog
 
 clean:
 	rm -rf $(VENV) $(CLIENTS_VENV) $(NODE_CLIENTS)/node_modules data .pytest_cache .mypy_cache .ruff_cache

@@ -80,9 +80,11 @@ def bare_proxy(tmp: Path, upstream_url: str) -> Iterator[Target]:
         yield Target(url, UPSTREAM_KEY, process.pid)
 
 
-def gateway_toml(ledger_url: str, upstream_url: str, workers: int, reserve: bool = True, escrow: bool = True) -> str:
+def gateway_toml(ledger_url: str, upstream_url: str, workers: int, reserve: bool = True, escrow: bool = True,
+                 ledger: str = "") -> str:
+    """The config file's text; `ledger`: more lines of its [ledger] section."""
     return (f'[server]\nhost = "127.0.0.1"\nport = 0\nworkers = {workers}\n\n'
-            f'[ledger]\nurl = "{ledger_url}"\n\n[billing]\nreserve = {str(reserve).lower()}\n'
+            f'[ledger]\nurl = "{ledger_url}"\n{ledger}\n[billing]\nreserve = {str(reserve).lower()}\n'
             f'escrow = {str(escrow).lower()}\n\n'
             f'[providers.openai]\nbase_url = "{upstream_url}/v1"\napi_key = "{UPSTREAM_KEY}"\n')
 
