@@ -22,6 +22,8 @@ HASH = 32
 READ_BATCH = 5000  # events read at once while growing
 WRITE_EVERY = 50_000  # leaves added between two writes of the tiles
 SIZE = "SELECT size FROM merkle_tree WHERE name = 'log'"
+# The leaves after a position: only the chain hashes (no event is decoded to grow the tree).
+HASHES = "SELECT position, hash FROM events WHERE position > ? AND position <= ? ORDER BY position LIMIT ?"
 TILES = "SELECT level, idx, hashes FROM merkle_tiles WHERE level = ? AND idx IN ({})"
 Tile = tuple[int, int]  # (tile level, index)
 
@@ -178,9 +180,9 @@ async def grow(recorder: Recorder, upto: int, batch: int = READ_BATCH) -> int:
     growth, if it won the race, is kept and this one dropped)."""
     built = await builder(recorder)
     start = built.size
-    async for events in _after(recorder, start, upto, batch):
-        for leaf in leaves(events):
-            built.add(leaf)
+    async for hashes in _after(recorder, start, upto, batch):
+        for digest in hashes:
+            built.add(merkle.leaf_hash(digest))
         if built.size - start >= WRITE_EVERY or built.size >= upto:
             if not await recorder.put_tiles(start, built.size, built.taken()):
                 return await size(recorder)
@@ -190,10 +192,10 @@ async def grow(recorder: Recorder, upto: int, batch: int = READ_BATCH) -> int:
     return built.size
 
 
-async def _after(recorder: Recorder, after: int, upto: int, size: int) -> AsyncIterator[list[Recorded]]:
-    while after < upto and (batch := await recorder.read(after, min(size, upto - after))):
-        batch = [r for r in batch if r.position <= upto]
-        if not batch or batch[0].position != after + 1:
+async def _after(recorder: Recorder, after: int, upto: int, size: int) -> AsyncIterator[list[bytes]]:
+    """The chain hashes of the events after `after` up to `upto`, `size` at a time, in order."""
+    while after < upto and (rows := await recorder._fetch(HASHES, (after, upto, size))):
+        if rows[0][0] != after + 1 or rows[-1][0] != after + len(rows):
             raise merkle.ProofError(f"the log has a gap after position {after}: no tree can be grown over it")
-        after = batch[-1].position
-        yield batch
+        after = rows[-1][0]
+        yield [bytes(row[1]) for row in rows]
