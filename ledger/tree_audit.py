@@ -16,6 +16,8 @@ from ledger.checkpoints import Checkpoint, newest
 from ledger.recorder import Recorder
 
 LAST_LEAF = "SELECT stream_id, version FROM events WHERE position = ?"
+# Each stream the events after a tree head touch, with its first version there (nothing decoded).
+FIRST_VERSIONS = "SELECT stream_id, MIN(version) FROM events WHERE position > ? AND position <= ? GROUP BY stream_id"
 CHECKPOINTS_READ = 100_000  # every tree head a full verification compares (they are ~300 bytes each)
 
 
@@ -36,10 +38,7 @@ async def continued(recorder: Recorder, start: Checkpoint, last: int, batch: int
 async def _heads_at(recorder: Recorder, size: int, last: int, root: bytes) -> tuple[dict[str, Head], list[str]]:
     """Each stream's head at `size` of the streams the events after it touch, and why any is not
     what the tree head at `size` holds."""
-    first: dict[str, int] = {}
-    async for batch in chains.ranged(recorder, size + 1, last):
-        for r in batch:
-            first.setdefault(r.stream_id, r.version)
+    first = dict(await recorder._fetch(FIRST_VERSIONS, (size, last)))
     wanted = [(s, v - 1) for s, v in first.items() if v > 1]
     rows = await chains.stored_events(recorder, [*wanted, *await _last_leaf(recorder, size)], size)
     heads = {stream: (version, bytes(row[-1])) for (stream, version), row in rows.items()}
