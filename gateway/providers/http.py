@@ -62,18 +62,41 @@ async def post(upstream: Upstream, provider: str, url: str | yarl.URL, data: byt
     describing the failure (`refused` reads an error answer: `error_from` unless the protocol
     reads its own). The time to the response headers is observed here, not by aiohttp request
     tracing, which costs several coroutines per request."""
+    return await _sent(upstream, Request("POST", provider, url, headers, timeout, refused or error_from, data=data))
+
+
+async def get(upstream: Upstream, provider: str, url: str, headers: dict[str, str], timeout: aiohttp.ClientTimeout,
+              params: Mapping[str, str] | None = None) -> aiohttp.ClientResponse:
+    """GET `url` with `params` (beside the provider's extra query); the open 200 response, or
+    UpstreamError as `post` raises it."""
+    return await _sent(upstream, Request("GET", provider, url, headers, timeout, error_from, params=params or {}))
+
+
+class Request(msgspec.Struct, frozen=True):
+    """One call upstream: what `post` or `get` was asked."""
+
+    method: str
+    provider: str
+    url: str | yarl.URL
+    headers: dict[str, str]
+    timeout: aiohttp.ClientTimeout
+    refused: Refusal
+    data: bytes | AsyncIterator[bytes] | None = None
+    params: Mapping[str, str] = {}
+
+
+async def _sent(upstream: Upstream, request: Request) -> aiohttp.ClientResponse:
     if upstream.tracing is None:
-        return await _post(upstream, provider, url, data, headers, timeout, refused or error_from)
-    return await _traced(upstream.tracing, upstream, provider, url, data, headers, timeout, refused or error_from)
+        return await _request(upstream, request)
+    return await _traced(upstream.tracing, upstream, request)
 
 
-async def _traced(tracing: "Tracing", upstream: Upstream, provider: str, url: str | yarl.URL,
-                  data: bytes | AsyncIterator[bytes], headers: dict[str, str],
-                  timeout: aiohttp.ClientTimeout, refused: Refusal) -> aiohttp.ClientResponse:
-    """`_post` as a client span (to the response headers), its trace context sent upstream."""
-    span = tracing.attempt_span(provider, str(url))
+async def _traced(tracing: "Tracing", upstream: Upstream, request: Request) -> aiohttp.ClientResponse:
+    """`_request` as a client span (to the response headers), its trace context sent upstream."""
+    span = tracing.attempt_span(request.provider, str(request.url))
     try:
-        response = await _post(upstream, provider, url, data, tracing.propagated(span, headers), timeout, refused)
+        response = await _request(upstream, msgspec.structs.replace(
+            request, headers=tracing.propagated(span, request.headers)))
     except UpstreamError as exc:
         tracing.ended_attempt(span, exc.status, exc.reason)
         raise
@@ -84,12 +107,13 @@ async def _traced(tracing: "Tracing", upstream: Upstream, provider: str, url: st
     return response
 
 
-async def _post(upstream: Upstream, provider: str, url: str | yarl.URL, data: bytes | AsyncIterator[bytes],
-                headers: dict[str, str], timeout: aiohttp.ClientTimeout, refused: Refusal) -> aiohttp.ClientResponse:
-    started = time.monotonic()
+async def _request(upstream: Upstream, request: Request) -> aiohttp.ClientResponse:
+    started, provider, timeout = time.monotonic(), request.provider, request.timeout
+    query = {**upstream.query, **request.params} if request.params else upstream.query
     try:
-        response = await upstream.session.post(url, data=data, headers=upstream.with_extras(headers),
-                                               params=upstream.query or None, timeout=timeout)
+        response = await upstream.session.request(
+            request.method, request.url, data=request.data, headers=upstream.with_extras(request.headers),
+            params=query or None, timeout=timeout)
     except TimeoutError:
         raise UpstreamError(504, f"{provider} did not answer within {timeout.total or timeout.sock_read:g} s",
                             reason="timeout") from None
@@ -97,7 +121,7 @@ async def _post(upstream: Upstream, provider: str, url: str | yarl.URL, data: by
         raise UpstreamError(502, f"{provider} connection failed: {type(exc).__name__}", reason="connection") from None
     upstream.observe(provider, response.status, time.monotonic() - started)
     if response.status >= 300:
-        raise await refused(provider, response)
+        raise await request.refused(provider, response)
     return response
 
 

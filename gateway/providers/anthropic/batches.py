@@ -23,8 +23,8 @@ from gateway.providers import shapes
 from gateway.providers.anthropic import wire
 from gateway.providers.anthropic.adapter import AnthropicProvider, chat_reply, chat_request, messages_request
 from gateway.providers.base import BatchLine, BatchResult, ChatCall, ChatReply, UpstreamBatch
-from gateway.providers.http import Upstream, post, read_json, timeout_for
-from gateway.providers.openai.jsonl import cut, get, records, uploaded
+from gateway.providers.http import Upstream, get, post, read_json, timeout_for
+from gateway.providers.openai.jsonl import cut, records, uploaded
 
 PROVIDER = "anthropic"
 PAGE = "100"  # batches listed per request, Anthropic's most

@@ -18,11 +18,11 @@ from gateway.jsonio import encode
 from gateway.providers import shapes
 from gateway.providers.base import BatchLine, BatchResult, ChatCall, ChatReply, EmbeddingCall, FilePart, \
     FormField, UpstreamBatch
-from gateway.providers.http import Upstream, read_json, timeout_for
+from gateway.providers.http import Upstream, get, read_json, timeout_for
 from gateway.providers.openai import responses
 from gateway.providers.openai.adapter import OpenAIProvider, chat_reply, embedding_reply, embedding_request, \
     request_body, text_reply
-from gateway.providers.openai.jsonl import cut, get, records, uploaded
+from gateway.providers.openai.jsonl import cut, records, uploaded
 from gateway.providers.openai.multipart import encode_form, new_boundary
 from gateway.providers.usage import Usage
 

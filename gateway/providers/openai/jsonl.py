@@ -1,10 +1,9 @@
-"""The HTTP a batch API needs beside the adapters' POSTs (its files are JSON Lines): a GET with
-the adapters' error handling, JSON Lines read one line at a time, and a body produced while it
+"""The HTTP a batch API needs beside the adapters' calls (gateway.providers.http; its files are JSON
+Lines): JSON Lines read one line at a time, and a body produced while it
 is sent whose producer's own failure is told apart from the provider's. The anthropic
 protocol's Message Batches read and send through here too."""
 
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 import aiohttp
@@ -12,33 +11,13 @@ from aiohttp.http_exceptions import LineTooLong
 
 from gateway.edge.errors import UpstreamError
 from gateway.jsonio import loads
-from gateway.providers.http import MESSAGE_CHARS, Upstream, error_from
+from gateway.providers.http import MESSAGE_CHARS
 
 # The longest result line read: far above any answer a line holds (a long embeddings line is a
 # few MB), far below what a broken upstream could make the gateway buffer.
 MAX_LINE_BYTES = 64 * 1024 * 1024
 
 Sent = TypeVar("Sent")
-
-
-async def get(upstream: Upstream, provider: str, url: str, headers: dict[str, str],
-              timeout: aiohttp.ClientTimeout, params: Mapping[str, str] | None = None) -> aiohttp.ClientResponse:
-    """GET `url` (with the provider's extra headers and query); the open 200 response, or
-    UpstreamError as `http.post` raises it. The time to the response headers is observed."""
-    started = time.monotonic()
-    query = {**upstream.query, **(params or {})}
-    try:
-        response = await upstream.session.get(url, headers=upstream.with_extras(headers), params=query or None,
-                                              timeout=timeout)
-    except TimeoutError:
-        raise UpstreamError(504, f"{provider} did not answer within {timeout.sock_read:g} s",
-                            reason="timeout") from None
-    except aiohttp.ClientError as exc:
-        raise UpstreamError(502, f"{provider} connection failed: {type(exc).__name__}", reason="connection") from None
-    upstream.observe(provider, response.status, time.monotonic() - started)
-    if response.status >= 300:
-        raise await error_from(provider, response)
-    return response
 
 
 async def records(provider: str, response: aiohttp.ClientResponse) -> AsyncIterator[dict]:

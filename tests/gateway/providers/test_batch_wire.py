@@ -18,7 +18,8 @@ from gateway.providers.anthropic.adapter import chat_request
 from gateway.providers.base import BatchLine, ChatCall
 from gateway.providers.http import Upstream
 from gateway.providers.openai import batches as oa
-from gateway.providers.openai.jsonl import get, records, uploaded
+from gateway.providers.http import get
+from gateway.providers.openai.jsonl import records, uploaded
 from gateway.providers.usage import Usage
 
 CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}], "stream": True,
