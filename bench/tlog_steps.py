@@ -86,11 +86,10 @@ async def grow(url: str) -> dict:
 
 
 async def rebuilt_root(recorder: Recorder, size: int) -> bytes:
-    built, after = tree.Builder(), 0
-    while after < size and (batch := await recorder.read(after, min(tree.READ_BATCH, size - after))):
-        for leaf in tree.leaves(batch):
-            built.add(leaf)
-        after = batch[-1].position
+    built = tree.Builder()
+    async for hashes in tree.hashes_after(recorder, 0, size):
+        for digest in hashes:
+            built.add(merkle.leaf_hash(digest))
     return built.root()
 
 

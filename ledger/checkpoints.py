@@ -26,6 +26,7 @@ from ledger.export import instant
 from ledger.recorder import Append, CorruptEvent, LedgerError, Recorder
 
 STREAM = "$ledger"  # no org id starts with "$"
+HEADS_READ = 1_000_000  # tree heads read at most (one every five minutes: ~9 years)
 ORIGIN = "ai-gateway/ledger"  # the log's name in its checkpoints' notes ([ledger] log_origin)
 NEWEST_FIRST = ("SELECT position, recorded_at_us, data FROM events WHERE stream_id = ? AND position < ?"
                 " ORDER BY version DESC LIMIT ?")
@@ -96,6 +97,11 @@ async def newest(recorder: Recorder, before: int | None, limit: int) -> list[Che
     """Up to `limit` checkpoints recorded before position `before` (None: all), newest first."""
     rows = await recorder._fetch(NEWEST_FIRST, [STREAM, 2**63 - 1 if before is None else before, limit])
     return [_checkpoint(*row) for row in rows]
+
+
+async def tree_heads(recorder: Recorder) -> dict[int, str]:
+    """Every tree head recorded: its size and root (base64)."""
+    return {c.verified.tree_size: c.verified.root for c in await newest(recorder, None, HEADS_READ) if not c.legacy}
 
 
 def signed(event: LedgerVerified, signer: signing.Signer) -> LedgerVerified:

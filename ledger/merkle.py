@@ -8,7 +8,7 @@ perfect subtrees it splits into (`perfect`), each found without recomputing the 
 """
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 Node = tuple[int, int]  # a perfect subtree: (level, index), covering leaves [index << level, (index + 1) << level)
 EMPTY_ROOT = hashlib.sha256(b"").digest()  # MTH of no leaves
@@ -90,10 +90,14 @@ def consistency_ranges(old: int, new: int) -> list[tuple[int, int]]:
     return ranges[::-1]
 
 
-def prove(ranges: list[tuple[int, int]], hashes_of: Callable[[list[Node]], dict[Node, bytes]]) -> list[bytes]:
+def nodes_of(ranges: Iterable[tuple[int, int]]) -> list[Node]:
+    """Every perfect subtree the MTHs of `ranges` are made of, once each."""
+    return list(dict.fromkeys(node for lo, hi in ranges for node in perfect(lo, hi)))
+
+
+def prove(ranges: list[tuple[int, int]], hashes_of: Callable[[list[Node]], Mapping[Node, bytes]]) -> list[bytes]:
     """The MTH of each range, from the perfect subtrees' hashes `hashes_of` finds (all at once)."""
-    wanted = {node: None for lo, hi in ranges for node in perfect(lo, hi)}
-    found = hashes_of(list(wanted))
+    found = hashes_of(nodes_of(ranges))
     return [combine([found[node] for node in perfect(lo, hi)]) for lo, hi in ranges]
 
 

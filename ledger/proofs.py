@@ -14,7 +14,6 @@ from ledger.proof_check import Consistency, Head, Inclusion, Proofs
 from ledger.recorder import Recorder
 
 EVENT_AT = "SELECT stream_id, hash FROM events WHERE position = ?"
-HEADS_READ = 1_000_000  # tree heads read for a proofs file (one every five minutes: ~9 years)
 
 
 def b64(digest: bytes) -> str:
@@ -40,9 +39,8 @@ async def consistency(recorder: Recorder, old: int, new: int) -> Consistency:
 
 async def tree_heads(recorder: Recorder) -> list[Head]:
     """Every tree head recorded, smallest first (one per size)."""
-    found = {c.verified.tree_size: c.verified.root for c in await checkpoints.newest(recorder, None, HEADS_READ)
-             if not c.legacy}
-    return [Head(tree_size=size, root_hash=root) for size, root in sorted(found.items())]
+    heads = await checkpoints.tree_heads(recorder)
+    return [Head(tree_size=size, root_hash=root) for size, root in sorted(heads.items())]
 
 
 async def for_export(recorder: Recorder, org_id: str, events: Iterable[tuple[int, bytes]]) -> Proofs:

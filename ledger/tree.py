@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterable
 
 from ledger import merkle
 from ledger.merkle import Node
-from ledger.recorder import Recorded, Recorder
+from ledger.recorder import Recorder
 
 HEIGHT = 8  # tree levels a tile spans
 WIDTH = 1 << HEIGHT  # hashes a full tile holds
@@ -84,11 +84,6 @@ def subtree(hashes: bytes | bytearray) -> bytes:
     return level[0]
 
 
-def leaves(batch: Iterable[Recorded]) -> list[bytes]:
-    """The leaf hash of each event: SHA-256 of 0x00 and its chain hash."""
-    return [merkle.leaf_hash(bytes(r.hash)) for r in batch]
-
-
 async def size(recorder: Recorder) -> int:
     """How many leaves the stored tree has."""
     rows = await recorder._fetch(SIZE)
@@ -132,8 +127,7 @@ async def hashes_of(recorder: Recorder, nodes: list[Node]) -> dict[Node, bytes]:
 
 
 async def _prove(recorder: Recorder, ranges: list[tuple[int, int]]) -> list[bytes]:
-    wanted = {node for lo, hi in ranges for node in merkle.perfect(lo, hi)}
-    found = await hashes_of(recorder, list(wanted))
+    found = await hashes_of(recorder, merkle.nodes_of(ranges))
     return merkle.prove(ranges, lambda _: found)
 
 
@@ -180,7 +174,7 @@ async def grow(recorder: Recorder, upto: int, batch: int = READ_BATCH) -> int:
     growth, if it won the race, is kept and this one dropped)."""
     built = await builder(recorder)
     start = built.size
-    async for hashes in _after(recorder, start, upto, batch):
+    async for hashes in hashes_after(recorder, start, upto, batch):
         for digest in hashes:
             built.add(merkle.leaf_hash(digest))
         if built.size - start >= WRITE_EVERY or built.size >= upto:
@@ -192,8 +186,10 @@ async def grow(recorder: Recorder, upto: int, batch: int = READ_BATCH) -> int:
     return built.size
 
 
-async def _after(recorder: Recorder, after: int, upto: int, size: int) -> AsyncIterator[list[bytes]]:
-    """The chain hashes of the events after `after` up to `upto`, `size` at a time, in order."""
+async def hashes_after(recorder: Recorder, after: int, upto: int, size: int = READ_BATCH
+                       ) -> AsyncIterator[list[bytes]]:
+    """The chain hashes (leaf data) of the events after position `after` up to `upto`, `size` at a
+    time, in order; ProofError at a gap, over which no tree can be grown."""
     while after < upto and (rows := await recorder._fetch(HASHES, (after, upto, size))):
         if rows[0][0] != after + 1 or rows[-1][0] != after + len(rows):
             raise merkle.ProofError(f"the log has a gap after position {after}: no tree can be grown over it")

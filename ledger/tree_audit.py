@@ -10,15 +10,14 @@ tree head's root at its size: a rewritten, dropped or reordered event shows in b
 
 import base64
 
-from ledger import chains, merkle, tree
+from ledger import chains, checkpoints, merkle, tree
 from ledger.chains import Head
-from ledger.checkpoints import Checkpoint, newest
+from ledger.checkpoints import Checkpoint
 from ledger.recorder import Recorder
 
 LAST_LEAF = "SELECT stream_id, version FROM events WHERE position = ?"
 # Each stream the events after a tree head touch, with its first version there (nothing decoded).
 FIRST_VERSIONS = "SELECT stream_id, MIN(version) FROM events WHERE position > ? AND position <= ? GROUP BY stream_id"
-CHECKPOINTS_READ = 100_000  # every tree head a full verification compares (they are ~300 bytes each)
 
 
 async def continued(recorder: Recorder, start: Checkpoint, last: int, batch: int
@@ -59,8 +58,7 @@ async def _last_leaf(recorder: Recorder, size: int) -> list[tuple[str, int]]:
 async def _unproven(recorder: Recorder, rows: dict[tuple[str, int], tuple], size: int, root: bytes) -> list[str]:
     """The heads whose stored event is not the leaf the signed tree has at its position."""
     ranges = {position: merkle.inclusion_ranges(position - 1, size) for position, *_ in rows.values()}
-    wanted = {node for found in ranges.values() for lo, hi in found for node in merkle.perfect(lo, hi)}
-    nodes = await tree.hashes_of(recorder, list(wanted))
+    nodes = await tree.hashes_of(recorder, merkle.nodes_of(r for found in ranges.values() for r in found))
     problems = []
     for (stream, version), row in rows.items():
         path = merkle.prove(ranges[row[0]], lambda _: nodes)
@@ -71,26 +69,22 @@ async def _unproven(recorder: Recorder, rows: dict[tuple[str, int], tuple], size
 
 async def rebuilt(recorder: Recorder, batch: int = tree.READ_BATCH) -> list[str]:
     """Rebuild the tree from the events and compare it with the stored tiles and every tree head."""
-    stored_size, heads = await tree.size(recorder), await _tree_heads(recorder)
-    built = tree.Builder()
-    after, problems = 0, list[str]()
-    while built.size < stored_size and (events := await recorder.read(after, min(batch, stored_size - after))):
-        for leaf in tree.leaves(events):
-            built.add(leaf)
-            if built.size in heads and base64.b64encode(built.root()).decode() != heads[built.size]:
-                problems.append(f"the tree head at {built.size} does not match the log's events")
-        after = events[-1].position
-        problems += await _tiles_differ(recorder, {tile: hashes for tile, hashes in built.taken().items()
-                                                   if len(hashes) == tree.WIDTH * tree.HASH})
+    stored_size, heads = await tree.size(recorder), await checkpoints.tree_heads(recorder)
+    built, problems = tree.Builder(), list[str]()
+    try:
+        async for digests in tree.hashes_after(recorder, 0, stored_size, batch):
+            for digest in digests:
+                built.add(merkle.leaf_hash(digest))
+                if built.size in heads and base64.b64encode(built.root()).decode() != heads[built.size]:
+                    problems.append(f"the tree head at {built.size} does not match the log's events")
+            problems += await _tiles_differ(recorder, {tile: entries for tile, entries in built.taken().items()
+                                                       if len(entries) == tree.WIDTH * tree.HASH})
+    except merkle.ProofError as exc:  # a gap (the chain check names it too)
+        problems.append(str(exc))
     problems += await _tiles_differ(recorder, built.edge_tiles())
     if built.size != stored_size:
         problems.append(f"the stored tree has {stored_size} leaves, the log {built.size} events to that point")
     return problems
-
-
-async def _tree_heads(recorder: Recorder) -> dict[int, str]:
-    return {c.verified.tree_size: c.verified.root for c in await newest(recorder, None, CHECKPOINTS_READ)
-            if not c.legacy}
 
 
 async def _tiles_differ(recorder: Recorder, built: dict[tuple[int, int], bytes]) -> list[str]:
