@@ -22,7 +22,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 if TYPE_CHECKING:
-    from gateway.config import ProviderConfig
+    from gateway.config import Config, ProviderConfig
+    from ledger.signing import Signer
 
 PROVIDER_KEY = "sk-sim-provider-secret-0123456789"
 
@@ -263,3 +264,14 @@ def samples(text: str) -> dict[tuple[str, tuple], float]:
 def value(found: dict, name: str, **labels) -> float:
     """The sum of the `samples` named `name` whose labels include `labels`."""
     return sum(v for (n, ls), v in found.items() if n == name and set(labels.items()) <= set(ls))
+
+
+def signing_checkpoints(config: "Config", signer: "Signer", tmp_path: Path, **ledger: Any) -> "Config":
+    """`config` whose gateway signs a tree head every 0.2 s with `signer`'s key (kept in `tmp_path`),
+    with any other `[ledger]` fields given."""
+    import msgspec
+
+    key_file = tmp_path / "signing.pem"
+    key_file.write_bytes(signer.private_pem())
+    settings = msgspec.structs.replace(config.ledger, signing_key=str(key_file), checkpoint_interval_s=0.2, **ledger)
+    return msgspec.structs.replace(config, ledger=settings)

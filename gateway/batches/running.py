@@ -22,7 +22,8 @@ from ledger.turns import Turn
 log = structlog.get_logger("gateway.batches")
 
 JOB = "batches"
-TICK_S = 1.0  # how often the turn holder looks for batches to start (and others for the turn)
+TICK_S = 1.0  # how often the turn holder looks for batches to start
+TURN_RETRY_S = 2.0  # how often a process without the turn asks for it (a PostgreSQL connection each time)
 RETRY_S = 5.0  # a batch whose run failed waits this long before it is run again
 
 
@@ -40,7 +41,7 @@ class BatchRunner:
         while True:
             turn = await self._take()
             if turn is None:
-                await asyncio.sleep(TICK_S)
+                await asyncio.sleep(TURN_RETRY_S)
                 continue
             try:
                 while await turn.held():

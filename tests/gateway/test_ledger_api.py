@@ -22,7 +22,7 @@ from ledger import export, notes, signing
 from ledger.signing import Signer
 from tests.gateway.gateway_helpers import run_cli_async
 from tests.ledger.export_contract import forged, stored_data
-from tests.support import auth, clean_env, poll
+from tests.support import auth, clean_env, poll, signing_checkpoints
 
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
@@ -37,13 +37,10 @@ def signer() -> Signer:
 
 @pytest.fixture
 async def signing_gateway(make_gateway, config, signer, tmp_path):
-    key_file = tmp_path / "signing.pem"
-    key_file.write_bytes(signer.private_pem())
-    ledger = msgspec.structs.replace(config.ledger, signing_key=str(key_file), checkpoint_interval_s=0.2)
     # The holds' upkeep (lease renewals, idle slices returned) first runs long after the test: what
     # the operator rewrites below is a ledger at rest (`at_rest`), not one a renewal lands on.
     billing = msgspec.structs.replace(config.billing, hold_lease_s=3600.0, escrow_idle_s=3600.0)
-    return await make_gateway(msgspec.structs.replace(config, ledger=ledger, billing=billing))
+    return await make_gateway(signing_checkpoints(msgspec.structs.replace(config, billing=billing), signer, tmp_path))
 
 
 def speech_wav(seconds: float = 1.0) -> bytes:

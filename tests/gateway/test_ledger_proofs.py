@@ -11,17 +11,14 @@ import pytest
 from gateway.accounts import admin
 from ledger import merkle
 from ledger.signing import Signer
-from tests.support import auth, poll
+from tests.support import auth, poll, signing_checkpoints
 
 INCLUSION, CONSISTENCY = "/v1/ledger/proofs/inclusion", "/v1/ledger/proofs/consistency"
 
 
 @pytest.fixture
 async def proving(make_gateway, config, tmp_path):
-    key_file = tmp_path / "signing.pem"
-    key_file.write_bytes(Signer.generate().private_pem())
-    ledger = msgspec.structs.replace(config.ledger, signing_key=str(key_file), checkpoint_interval_s=0.2)
-    return await make_gateway(msgspec.structs.replace(config, ledger=ledger))
+    return await make_gateway(signing_checkpoints(config, Signer.generate(), tmp_path))
 
 
 async def heads(gateway, at_least: int, count: int = 1) -> list[dict]:

@@ -23,7 +23,7 @@ import pytest
 from gateway.accounts import admin
 from ledger import merkle, notes, signing, tree
 from ledger.signing import Signer
-from tests.support import IN_CI, auth, poll
+from tests.support import IN_CI, auth, poll, signing_checkpoints
 
 openai = pytest.importorskip("openai")
 
@@ -158,11 +158,7 @@ def signer() -> Signer:
 
 @pytest.fixture
 async def signing_gateway(make_gateway, config, signer, tmp_path):
-    key_file = tmp_path / "signing.pem"
-    key_file.write_bytes(signer.private_pem())
-    ledger = msgspec.structs.replace(config.ledger, signing_key=str(key_file), checkpoint_interval_s=0.2,
-                                     log_origin=ORIGIN)
-    return await make_gateway(msgspec.structs.replace(config, ledger=ledger))
+    return await make_gateway(signing_checkpoints(config, signer, tmp_path, log_origin=ORIGIN))
 
 
 async def traffic(gateway, orgs: list[dict], credits_each: int) -> int:

@@ -6,6 +6,7 @@ import json
 import time
 
 import aiohttp
+import msgspec
 import pytest
 
 from ledger.events import RequestCompleted
@@ -86,3 +87,8 @@ async def until(read, done, deadline_s: float = DEADLINE_S):
         assert time.monotonic() < limit, f"still {found!r}"
         await asyncio.sleep(0.05)
     return found
+
+
+def in_flight(config, lines: int):
+    """`config` whose gateway-run batches have at most `lines` lines in flight."""
+    return msgspec.structs.replace(config, batches=msgspec.structs.replace(config.batches, concurrency=lines))

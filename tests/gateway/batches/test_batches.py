@@ -22,7 +22,7 @@ from ledger.recorder import Append
 from tests.support import PROVIDER_KEY
 from tests.gateway.batches.batch_support import (
     anthropic, anthropic_sdk, chat_lines, ended, jsonl, lines_recorded, message_batch_ended, openai, openai_sdk,
-    pause_simulator, simulator_batches, until, upload,
+    in_flight, pause_simulator, simulator_batches, until, upload,
 )
 
 
@@ -150,7 +150,7 @@ async def test_anthropic_errors_and_402_in_anthropic_shape(gateway):
 
 
 async def test_cancelling_charges_the_finished_lines_and_releases_the_rest(make_gateway, config, sim_url):
-    config = msgspec.structs.replace(config, batches=msgspec.structs.replace(config.batches, concurrency=2))
+    config = in_flight(config, 2)
     gateway = await make_gateway(config)
     org = await gateway.new_org()
     client = openai_sdk(gateway, org)
@@ -274,7 +274,7 @@ class MovingClock:
 
 async def test_a_batch_past_its_24_hours_expires_charging_what_ran(make_gateway, config, sim_url):
     clock = MovingClock()
-    config = msgspec.structs.replace(config, batches=msgspec.structs.replace(config.batches, concurrency=2))
+    config = in_flight(config, 2)
     gateway = await make_gateway(config, clock=clock)
     org = await gateway.new_org()
     client = openai_sdk(gateway, org)
@@ -329,7 +329,7 @@ async def test_a_shutdown_mid_batch_records_no_line_it_stopped(make_gateway, con
     """Lines a stopping runner cancels are not recorded (a single request's would be a 499): the next
     gateway runs them, and every line ends recorded once, answered."""
     clock = MovingClock()
-    config = msgspec.structs.replace(config, batches=msgspec.structs.replace(config.batches, concurrency=4))
+    config = in_flight(config, 4)
     first = await make_gateway(config, clock=clock)
     org = await first.new_org()
     client = openai_sdk(first, org)
