@@ -56,11 +56,14 @@ async def _write(services: Services, row: BatchRow, name: str, lines: AsyncItera
     return record.file_id
 
 
-async def _recorded(services: Services, row: BatchRow) -> AsyncIterator[tuple[LineRow, dict | None]]:
-    """Each recorded line with its answer (None when it has none kept), page by page."""
+async def _recorded(services: Services, row: BatchRow, answers: bool = True
+                    ) -> AsyncIterator[tuple[LineRow, dict | None]]:
+    """Each recorded line, page by page, with its answer when it was answered (status 200) and
+    `answers` are wanted (None when it has none kept): an error file reads no answer."""
     after = ""
     while page := await batch_queries.lines(services.recorder, row.batch_id, after):
-        bodies = await batch_queries.contents(services.recorder, [line.content_id for line in page])
+        wanted = [line.content_id for line in page if answers and line.status == 200]
+        bodies = await batch_queries.contents(services.recorder, wanted)
         for line in page:
             kept = bodies.get(line.content_id)
             yield line, decode_body(kept).get("body") if kept else None
@@ -80,7 +83,7 @@ async def _unrun(services: Services, row: BatchRow) -> AsyncIterator[str]:
 
 
 async def _openai_lines(services: Services, row: BatchRow, status: str, *, succeeded: bool) -> AsyncIterator[bytes]:
-    async for line, body in _recorded(services, row):
+    async for line, body in _recorded(services, row, answers=succeeded):
         if (line.status == 200) == succeeded:
             yield _jsonl({"id": "batch_req_" + line.request_id.removeprefix("req_"), "custom_id": line.custom_id,
                           "response": {"status_code": line.status, "request_id": line.request_id,

@@ -45,11 +45,6 @@ class Resolved(msgspec.Struct, frozen=True):
     prices: Prices
 
     @property
-    def price_version(self) -> str:
-        """The price version its prices are from (GET /v1/prices/{version})."""
-        return self.prices.version
-
-    @property
     def model_id(self) -> str:
         """The canonical catalogue id (never an alias)."""
         return self.record.id
